@@ -1,0 +1,97 @@
+/*
+ * timehands — the time on Linux as cheap as the hardware allows, with every
+ * guarantee the kernel makes and the ones it forgot.
+ *
+ * The th_ functions behave like their libc twins: same return values, same
+ * errno, EINVAL for unknown clock ids. Clock ids that timehands does not
+ * accelerate (CPU-time clocks, dynamic/PTP fd clocks) go to the kernel
+ * unchanged. See timehands(3) and timehands(7).
+ */
+#ifndef TIMEHANDS_H
+#define TIMEHANDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <sys/time.h>
+#include <sys/times.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TIMEHANDS_VERSION_MAJOR 1
+#define TIMEHANDS_VERSION_MINOR 0
+
+/*
+ * Extension clock ids. The kernel encodes CPU-time clocks of other processes
+ * and fd clocks as negative ids whose low three bits are 0..6; a negative id
+ * with (id & 7) == 7 is never valid there, so these can never collide with a
+ * kernel clock. A fallback translates them to their base id; they are never
+ * handed to the kernel.
+ */
+/* REALTIME / MONOTONIC from an unordered counter read: monotonic per thread
+ * only (a read may be taken slightly before earlier instructions retire, so
+ * ordering against another thread's read is not promised). */
+#define TH_CLOCK_REALTIME_RELAXED        ((clockid_t)-9)
+#define TH_CLOCK_MONOTONIC_RELAXED       ((clockid_t)-17)
+/* Process / thread CPU time served from memory, refreshed once per tick. */
+#define TH_CLOCK_PROCESS_CPUTIME_COARSE  ((clockid_t)-25)
+#define TH_CLOCK_THREAD_CPUTIME_COARSE   ((clockid_t)-33)
+
+int th_clock_gettime(clockid_t clock_id, struct timespec *ts);
+int th_clock_getres(clockid_t clock_id, struct timespec *res);
+int th_gettimeofday(struct timeval *tv, void *tz);
+time_t th_time(time_t *t);
+clock_t th_times(struct tms *buf);
+clock_t th_clock(void);
+
+/* Where this process reads its time from. */
+enum th_mode {
+	TH_MODE_KERNEL = 0, /* every read goes to the kernel's clocks */
+	TH_MODE_LOCAL = 1,  /* counter + records published in this process */
+	TH_MODE_SHARED = 2  /* counter + records published by timehandsd */
+};
+
+enum th_counter {
+	TH_COUNTER_NONE = 0,
+	TH_COUNTER_TSC = 1,    /* x86-64 time stamp counter */
+	TH_COUNTER_CNTVCT = 2  /* arm64 virtual counter */
+};
+
+/*
+ * th_status() fills at most `size` bytes of this structure and returns 0, or
+ * -1 with errno EINVAL when size is too small for the first fields. New fields
+ * are only ever appended, so a program built against an older header keeps
+ * working (pass sizeof(struct th_status)).
+ */
+struct th_status {
+	uint32_t size;          /* bytes filled in */
+	uint32_t mode;          /* enum th_mode */
+	uint32_t counter;       /* enum th_counter actually in use (NONE in kernel mode) */
+	uint32_t counter_available; /* enum th_counter the CPU has, trusted or not */
+	double freq_hz;         /* counter ticks per MONOTONIC second, as estimated now */
+	double freq_nominal_hz; /* published frequency, 0 if none was found */
+	double freq_uncertainty_ppm; /* relative uncertainty of freq_hz */
+	char freq_source[32];   /* "cpuid-15h", "hypervisor-leaf", "cpuinfo", "cntfrq", "measured", "none" */
+	char clocksource[32];   /* the kernel's current clocksource */
+	int64_t error_ns;       /* MONOTONIC minus the kernel's, measured by this call */
+	int64_t error_bound_ns; /* half the width of the kernel sandwich around that read */
+	char reason[192];       /* why the mode is not the fastest available; "" if it is */
+	uint64_t windups;       /* records published by this process */
+	uint64_t retries;       /* reads that saw a record change under them */
+	uint64_t slow_reads;    /* reads served by the kernel path */
+	uint64_t fallbacks;     /* times the counter was given up */
+	uint64_t resyncs;       /* counter discontinuities detected (jump, suspend, migration) */
+	uint64_t tick_ns;       /* the kernel's coarse clock resolution */
+	uint64_t window_ns;     /* validity window of the current record */
+	char page_path[96];     /* shared page in use or looked for */
+};
+
+int th_status(struct th_status *st, size_t size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIMEHANDS_H */

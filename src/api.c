@@ -1,0 +1,288 @@
+/* The exported th_ functions: thin wrappers over the one reader. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "attach/proc.h"
+#include "cputime/cputime.h"
+#include "timehands.h"
+
+#define TH_API __attribute__((visibility("default")))
+#define NS_PER_S 1000000000LL
+
+/* One small function per clock, so that each fast path gets its own lean
+ * prologue; th_clock_gettime only dispatches (tail calls). */
+#define FINE(name, ck, ordered)                                                   \
+	static __attribute__((noinline)) int name(struct timespec *ts)            \
+	{                                                                         \
+		uint16_t ep;                                                      \
+		th__fine_ts(ck, ordered, ts, &ep);                                \
+		if (ck == TH_CK_REAL)                                             \
+			th__g3_raise(ts->tv_sec, ep);                             \
+		return 0;                                                         \
+	}
+FINE(get_monotonic, TH_CK_MONO, 1)
+FINE(get_realtime, TH_CK_REAL, 1)
+FINE(get_raw, TH_CK_RAW, 1)
+FINE(get_boottime, TH_CK_BOOT, 1)
+FINE(get_tai, TH_CK_TAI, 1)
+FINE(get_monotonic_relaxed, TH_CK_MONO, 0)
+FINE(get_realtime_relaxed, TH_CK_REAL, 0)
+
+static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
+{
+	uint16_t ep;
+	return th__coarse_ts(0, ts, &ep);
+}
+
+/* G3 for coarse REALTIME: never a second below one a fine read has
+ * returned in this epoch. */
+static __attribute__((noinline)) int get_realtime_coarse(struct timespec *ts)
+{
+	uint16_t ep;
+	th__coarse_ts(1, ts, &ep);
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if (TH_UNLIKELY((uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec)) {
+		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
+		ts->tv_nsec = 0;
+	}
+	return 0;
+}
+
+static __attribute__((noinline)) int null_timespec(clockid_t id)
+{
+	switch (id) {
+	case CLOCK_REALTIME: case CLOCK_MONOTONIC: case CLOCK_MONOTONIC_RAW: case CLOCK_BOOTTIME:
+	case CLOCK_TAI: case CLOCK_REALTIME_COARSE: case CLOCK_MONOTONIC_COARSE:
+	case TH_CLOCK_REALTIME_RELAXED: case TH_CLOCK_MONOTONIC_RELAXED:
+	case TH_CLOCK_PROCESS_CPUTIME_COARSE: case TH_CLOCK_THREAD_CPUTIME_COARSE:
+		errno = EFAULT;
+		return -1;
+	default:
+		/* the system call checks the id first, as the kernel does */
+		return (int)syscall(SYS_clock_gettime, id, NULL);
+	}
+}
+
+TH_API int th_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (TH_UNLIKELY(!ts))
+		return null_timespec(id);
+	switch (id) {
+	case CLOCK_MONOTONIC: return get_monotonic(ts);
+	case CLOCK_REALTIME: return get_realtime(ts);
+	case CLOCK_MONOTONIC_RAW: return get_raw(ts);
+	case CLOCK_BOOTTIME: return get_boottime(ts);
+	case CLOCK_TAI: return get_tai(ts);
+	case TH_CLOCK_MONOTONIC_RELAXED: return get_monotonic_relaxed(ts);
+	case TH_CLOCK_REALTIME_RELAXED: return get_realtime_relaxed(ts);
+	case CLOCK_MONOTONIC_COARSE: return get_monotonic_coarse(ts);
+	case CLOCK_REALTIME_COARSE: return get_realtime_coarse(ts);
+	case TH_CLOCK_PROCESS_CPUTIME_COARSE:
+	case TH_CLOCK_THREAD_CPUTIME_COARSE:
+		return th__cputime_coarse(id, ts);
+	default:
+		return th_kclock_gettime(id, ts);
+	}
+}
+
+TH_API int th_clock_getres(clockid_t id, struct timespec *res)
+{
+	switch (id) {
+	case CLOCK_REALTIME: case CLOCK_MONOTONIC: case CLOCK_MONOTONIC_RAW: case CLOCK_BOOTTIME:
+	case CLOCK_TAI: case TH_CLOCK_REALTIME_RELAXED: case TH_CLOCK_MONOTONIC_RELAXED:
+		/* values are exact nanoseconds of the line */
+		if (res) {
+			res->tv_sec = 0;
+			res->tv_nsec = 1;
+		}
+		return 0;
+	case CLOCK_REALTIME_COARSE: case CLOCK_MONOTONIC_COARSE:
+		return th_kclock_getres(CLOCK_MONOTONIC_COARSE, res);
+	case TH_CLOCK_PROCESS_CPUTIME_COARSE:
+	case TH_CLOCK_THREAD_CPUTIME_COARSE:
+		return th__cputime_getres(id, res);
+	default:
+		if (!res)
+			return (int)syscall(SYS_clock_getres, id, NULL);
+		return th_kclock_getres(id, res);
+	}
+}
+
+TH_API int th_gettimeofday(struct timeval *tv, void *tz)
+{
+	if (TH_UNLIKELY(tz != NULL)) {
+		/* the obsolete timezone comes from the kernel */
+		if (th_kgettimeofday(NULL, tz) != 0)
+			return -1;
+	}
+	if (!tv)
+		return 0;
+	struct timespec ts;
+	uint16_t ep;
+	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+	th__g3_raise(ts.tv_sec, ep);
+	tv->tv_sec = ts.tv_sec;
+	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	return 0;
+}
+
+static __attribute__((noinline)) time_t time_slow(time_t *t, time_t tk, int have_tk)
+{
+	struct timespec ts;
+	uint16_t ep;
+	if (th__ready() && th__P.passthrough && have_tk) {
+		if (t)
+			*t = tk;
+		return tk;
+	}
+	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+	if (have_tk && tk < ts.tv_sec - 1) {
+		/* The kernel's second is well behind the line's: REALTIME may
+		 * have been stepped back; a windup finds out. */
+		th__windup_try();
+		th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+	}
+	th__g3_raise(ts.tv_sec, ep);
+	if (t)
+		*t = ts.tv_sec;
+	return ts.tv_sec;
+}
+
+/*
+ * time(): the kernel's cached second (one vDSO load) when it equals the
+ * largest second a fine REALTIME read has returned; otherwise, about once per
+ * second, a fine read decides and raises that floor. So th_time() never lags
+ * a second that gettimeofday() already showed (G3), and never runs ahead of a
+ * later fine read (G4), at the cost of the kernel's time() plus one load.
+ */
+TH_API time_t th_time(time_t *t)
+{
+	/* Valid in a fork child too: the floor is the same process history,
+	 * and the kernel's second is the kernel's. */
+	th_vdso_time_fn kt = th_vdso.time;
+	if (TH_LIKELY(kt != NULL)) {
+		time_t tk = kt(NULL);
+		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
+			if (t)
+				*t = tk;
+			return tk;
+		}
+		return time_slow(t, tk, 1);
+	}
+	return time_slow(t, 0, 0);
+}
+
+TH_API clock_t th_times(struct tms *buf)
+{
+	return th__times(buf);
+}
+
+TH_API clock_t th_clock(void)
+{
+	return th__clock();
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+	size_t n = strlen(src);
+	if (n >= size)
+		n = size - 1;
+	memcpy(dst, src, n);
+	dst[n] = 0;
+}
+
+TH_API int th_status(struct th_status *out, size_t size)
+{
+	if (!out || size < offsetof(struct th_status, freq_hz)) {
+		errno = EINVAL;
+		return -1;
+	}
+	struct th_proc *p = &th__P;
+	struct timespec dummy;
+	th_clock_gettime(CLOCK_MONOTONIC, &dummy); /* attach if not yet */
+
+	struct th_status st;
+	memset(&st, 0, sizeof st);
+	st.size = (uint32_t)(size < sizeof st ? size : sizeof st);
+
+	/* error against the kernel: a sandwich around one read */
+	uint16_t ep;
+	struct timespec k1, k2, mid;
+	th_kclock_gettime(CLOCK_MONOTONIC, &k1);
+	th__fine_ts(TH_CK_MONO, 1, &mid, &ep);
+	th_kclock_gettime(CLOCK_MONOTONIC, &k2);
+	int64_t v = (int64_t)mid.tv_sec * NS_PER_S + mid.tv_nsec;
+	int64_t a = (int64_t)k1.tv_sec * NS_PER_S + k1.tv_nsec, b = (int64_t)k2.tv_sec * NS_PER_S + k2.tv_nsec;
+	st.error_ns = v - (a + (b - a) / 2);
+	st.error_bound_ns = (b - a) / 2 + 1;
+
+	struct th_snap s;
+	unsigned r = 0;
+	int have = th_snapshot(&p->tl, &s, &r) == 0;
+	int line = have && s.kind == TH_REC_LINE && !p->passthrough;
+	st.mode = line ? TH_MODE_LOCAL : TH_MODE_KERNEL;
+	st.counter_available = (uint32_t)p->trust.available;
+	st.counter = line ? (uint32_t)p->trust.available : TH_COUNTER_NONE;
+	st.freq_nominal_hz = p->trust.nominal_hz;
+	copy_str(st.clocksource, sizeof st.clocksource, p->trust.clocksource);
+	st.tick_ns = p->tick_ns;
+
+	/* Writer state: take the windup lock briefly (never from a read). */
+	uint32_t z = 0;
+	int locked = 0;
+	for (int i = 0; i < 100000 && !locked; i++) {
+		z = 0;
+		locked = atomic_compare_exchange_weak_explicit(&p->lock, &z, 1, memory_order_acquire,
+							       memory_order_relaxed);
+	}
+	const struct th_line_disc *L = &p->disc.line[TH_MONO];
+	if (L->have && L->rate > 0) {
+		st.freq_hz = 1e9 / L->rate;
+		st.freq_uncertainty_ppm = L->unc * 1e6;
+	}
+	int measured = L->have && (p->trust.nominal_hz <= 0 || L->unc < p->disc.cfg.nominal_unc);
+	copy_str(st.freq_source, sizeof st.freq_source, measured ? "measured" : p->trust.freq_source);
+	if (measured && p->trust.nominal_hz > 0) {
+		char buf[32];
+		size_t n = strlen(p->trust.freq_source);
+		if (n + 10 < sizeof buf) {
+			memcpy(buf, "measured+", 9);
+			memcpy(buf + 9, p->trust.freq_source, n + 1);
+			copy_str(st.freq_source, sizeof st.freq_source, buf);
+		}
+	}
+	st.window_ns = p->disc.window_ns;
+	st.resyncs = p->disc.resyncs;
+	if (p->passthrough)
+		copy_str(st.reason, sizeof st.reason, p->trust.reason);
+	else if (!p->trust.usable)
+		copy_str(st.reason, sizeof st.reason, p->trust.reason);
+	else if (p->reason[0])
+		copy_str(st.reason, sizeof st.reason, p->reason);
+	else if (!line)
+		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
+	if (locked)
+		atomic_store_explicit(&p->lock, 0, memory_order_release);
+	if (p->cfg.warning[0]) {
+		size_t n = strlen(st.reason);
+		if (n && n + 2 < sizeof st.reason) {
+			memcpy(st.reason + n, "; ", 3);
+			n += 2;
+		}
+		copy_str(st.reason + n, sizeof st.reason - n, p->cfg.warning);
+	}
+	copy_str(st.page_path, sizeof st.page_path, p->cfg.page);
+
+	st.windups = atomic_load_explicit(&p->windups, memory_order_relaxed);
+	st.retries = atomic_load_explicit(&p->retries, memory_order_relaxed);
+	st.slow_reads = atomic_load_explicit(&p->slow_reads, memory_order_relaxed);
+	st.fallbacks = atomic_load_explicit(&p->fallbacks, memory_order_relaxed);
+	memcpy(out, &st, st.size);
+	return 0;
+}

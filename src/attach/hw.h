@@ -1,0 +1,26 @@
+/*
+ * The test seam: everything the attach layer reads from the machine. In the
+ * library these are the counter and the kernel's clocks; tests/sim compiles the
+ * same attach code with TH_SIM defined and supplies a virtual counter, a
+ * virtual kernel and a scheduler that can stop any thread at any TH_STEP.
+ */
+#ifndef TH_ATTACH_HW_H
+#define TH_ATTACH_HW_H
+
+#ifdef TH_SIM
+#include "sim_hw.h"
+#else
+#include <time.h>
+#include "counter.h"
+#include "kclock.h"
+
+#define th_hw_ctr_ordered() th_counter_ordered()
+#define th_hw_ctr_relaxed() th_counter_relaxed()
+#define th_hw_kread(id, ts) th_kclock_gettime((id), (ts))
+#define th_hw_ktime() th_ktime(NULL)
+#define th_hw_order_after_kread() th_order_after_kernel_read()
+#define th_hw_have_ktime() (th_vdso.time != NULL)
+#define th_hw_have_kcoarse() (th_vdso.clock_gettime != NULL)
+#endif
+
+#endif

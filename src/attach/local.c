@@ -1,0 +1,652 @@
+/*
+ * Local mode: the process publishes its own records. There is no thread: the
+ * first reader that finds the record due winds it up under a try-lock, and a
+ * reader that finds the lock held keeps using the current record (still valid
+ * until its expiry) or, past the expiry, takes the kernel's clock through the
+ * announce protocol (record.h) so that the stalled writer cannot publish a
+ * line below what was returned. Nobody ever waits for the writer.
+ *
+ * Mode changes keep G2 by construction:
+ *   line -> kernel: a KERNEL record carries the old line's largest value as a
+ *     floor; kernel readings below it are raised to it (a line that ran ahead
+ *     of the kernel by up to its error bound hands over without a step back);
+ *   kernel -> line: a TRANSIT record is published first with a guard a little
+ *     above the kernel's present value; readers that see a kernel value above
+ *     the guard announce themselves; the line is committed with a
+ *     compare-and-swap and starts at or above the guard.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "proc.h"
+#include "timehands.h"
+
+struct th_proc th__P __attribute__((aligned(64)));
+static struct th_wipe wipe_static;
+struct th_wipe *_Atomic th__wipe = &wipe_static;
+
+#define NS_PER_S 1000000000LL
+
+static inline int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * NS_PER_S + t->tv_nsec;
+}
+
+static clockid_t line_clock(int line)
+{
+	return line == TH_RAW ? CLOCK_MONOTONIC_RAW : CLOCK_MONOTONIC;
+}
+
+static clockid_t exact_clock(int line, int sel)
+{
+	if (line == TH_RAW)
+		return CLOCK_MONOTONIC_RAW;
+	switch (sel) {
+	case TH_SEL_REAL: return CLOCK_REALTIME;
+	case TH_SEL_BOOT: return CLOCK_BOOTTIME;
+	case TH_SEL_TAI: return CLOCK_TAI;
+	default: return CLOCK_MONOTONIC;
+	}
+}
+
+static int64_t kread_ns(clockid_t id)
+{
+	struct timespec ts = {0, 0};
+	th_hw_kread(id, &ts);
+	return ts_ns(&ts);
+}
+
+/* The kernel's own clock for (line, sel): before attach, and in pass-through. */
+static int kernel_exact(int line, int sel, uint64_t *ns)
+{
+	*ns = (uint64_t)kread_ns(exact_clock(line, sel));
+	return 0;
+}
+
+static int64_t snap_offset(const struct th_snap *s, int sel)
+{
+	switch (sel) {
+	case TH_SEL_REAL: return s->off_real;
+	case TH_SEL_BOOT: return s->off_boot;
+	case TH_SEL_TAI: return s->off_tai;
+	default: return 0;
+	}
+}
+
+void th__account_retries(unsigned n)
+{
+	atomic_fetch_add_explicit(&th__P.retries, n, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------------ sample */
+
+static void sandwich(struct th_proc *p, clockid_t id, int ctr, uint64_t *c, uint64_t *width, int64_t *k)
+{
+	struct timespec ts = {0, 0};
+	uint64_t best = ~(uint64_t)0;
+	for (int i = 0; i < 3; i++) {
+		uint64_t c0 = ctr ? th_hw_ctr_ordered() : 0;
+		th_hw_kread(id, &ts);
+		uint64_t c1 = ctr ? th_hw_ctr_ordered() : 0;
+		uint64_t w = c1 - c0;
+		if (i == 0 || w < best) {
+			best = w;
+			*c = c0 + w / 2;
+			*k = ts_ns(&ts);
+		}
+		/* A preempted or interrupted sandwich is taken again, at most
+		 * twice: the narrowest one wins. */
+		if (!ctr || w <= p->min_width + p->min_width / 2 + 1)
+			break;
+	}
+	*width = best;
+	if (ctr && best < p->min_width)
+		p->min_width = best;
+}
+
+static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
+{
+	memset(s, 0, sizeof *s);
+	s->counter_ok = ctr;
+	TH_STEP("sample");
+	sandwich(p, CLOCK_MONOTONIC, ctr, &s->c, &s->width, &s->mono);
+	sandwich(p, CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
+	if (!full)
+		return;
+	/* REALTIME and BOOTTIME against MONOTONIC read just before and after;
+	 * the narrower of two brackets is kept. */
+	for (int i = 0; i < 2; i++) {
+		int64_t m1 = kread_ns(CLOCK_MONOTONIC);
+		int64_t r = kread_ns(CLOCK_REALTIME);
+		int64_t m2 = kread_ns(CLOCK_MONOTONIC);
+		int64_t b = kread_ns(CLOCK_BOOTTIME);
+		int64_t m3 = kread_ns(CLOCK_MONOTONIC);
+		int64_t hw_r = (m2 - m1) / 2 + 1, hw_b = (m3 - m2) / 2 + 1;
+		if (i == 0 || hw_r < s->off_real_hw) {
+			s->off_real = r - (m1 + m2) / 2;
+			s->off_real_hw = hw_r;
+		}
+		if (i == 0 || hw_b < s->off_boot_hw) {
+			s->off_boot = b - (m2 + m3) / 2;
+			s->off_boot_hw = hw_b;
+		}
+		if (p->min_off_hw && hw_r <= p->min_off_hw * 2 && hw_b <= p->min_off_hw * 2)
+			break;
+	}
+	if (!p->min_off_hw || s->off_real_hw < p->min_off_hw)
+		p->min_off_hw = s->off_real_hw;
+	int64_t r = kread_ns(CLOCK_REALTIME);
+	int64_t t = kread_ns(CLOCK_TAI);
+	/* TAI - REALTIME is a whole number of seconds in the kernel. */
+	s->tai_sec = (t - r + NS_PER_S / 2) / NS_PER_S;
+	if (t - r + NS_PER_S / 2 < 0)
+		s->tai_sec -= 1;
+	s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+}
+
+/* ------------------------------------------------------------------ windup */
+
+static void set_reason(struct th_proc *p, const char *msg, uint64_t n)
+{
+	char num[24];
+	int k = 0;
+	char tmp[24];
+	do {
+		tmp[k++] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n);
+	for (int i = 0; i < k; i++)
+		num[i] = tmp[k - 1 - i];
+	num[k] = 0;
+	size_t j = 0;
+	for (const char *m = msg; *m && j + 1 < sizeof p->reason; m++) {
+		if (*m == '%') {
+			for (const char *q = num; *q && j + 1 < sizeof p->reason; q++)
+				p->reason[j++] = *q;
+		} else {
+			p->reason[j++] = *m;
+		}
+	}
+	p->reason[j] = 0;
+}
+
+static void note_jump(struct th_proc *p, uint64_t now)
+{
+	p->jumps[0] = p->jumps[1];
+	p->jumps[1] = p->jumps[2];
+	p->jumps[2] = now ? now : 1;
+	if (p->jumps[0] && now - p->jumps[0] < 60 * (uint64_t)NS_PER_S) {
+		p->distrust_ns = p->distrust_ns ? p->distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
+		if (p->distrust_ns > 600 * (uint64_t)NS_PER_S)
+			p->distrust_ns = 600 * (uint64_t)NS_PER_S;
+		p->distrust_until = now + p->distrust_ns;
+		p->jumps[0] = p->jumps[1] = p->jumps[2] = 0;
+		atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
+		set_reason(p, "the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
+			   p->distrust_ns / NS_PER_S);
+	}
+}
+
+static void publish_kernel(struct th_proc *p, const struct th_snap *prev, const struct th_sample *s,
+			   uint64_t due_in)
+{
+	struct th_rec_val v;
+	th_plan_kernel(&p->disc, prev, s, due_in, 0, &v);
+	th_commit_force(&p->tl, &v);
+}
+
+/*
+ * Install a fresh line through a TRANSIT record (kernel -> line, or a line
+ * that expired before its successor was committed). Returns 0 on success.
+ */
+static int install_line(struct th_proc *p, const struct th_snap *prev, int have_prev)
+{
+	struct th_snap base = {0};
+	if (have_prev)
+		base = *prev;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		struct th_sample g;
+		/* The guard: the kernel's value now, read before the TRANSIT
+		 * record is published, plus a lead covering the few hundred ns
+		 * until the line is committed. */
+		memset(&g, 0, sizeof g);
+		g.mono = kread_ns(CLOCK_MONOTONIC);
+		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
+		struct th_rec_val t;
+		th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
+		TH_STEP("transit");
+		th_commit_force(&p->tl, &t);
+		/* The TRANSIT record is now the base for a retry. */
+		have_prev = 1;
+		base.kind = TH_REC_TRANSIT;
+		for (int l = 0; l < TH_NLINES; l++)
+			base.floor[l] = t.floor[l];
+
+		/* Acquire: the sample below is taken after this load; a reader
+		 * that announces after it makes the commit fail, one that
+		 * announced before it read the kernel before our sample. */
+		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		struct th_sample s;
+		take_sample(p, &s, 1, 0);
+		s.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		struct th_rec_val v;
+		th_plan_fresh(&p->disc, &s, t.guard, &v);
+		if (th_commit(&p->tl, x, &v) == 0)
+			return 0;
+	}
+	return -1;
+}
+
+static void windup_locked(struct th_proc *p)
+{
+	struct th_snap s;
+	unsigned retries = 0;
+	/* Acquire: the sample below is taken after this load. An announcing
+	 * reader whose fetch-add comes later in cur's modification order makes
+	 * the commit's compare-and-swap fail. */
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	int have = th_snapshot(&p->tl, &s, &retries) == 0;
+	if (have && TH_CUR_ID(s.cur) != TH_CUR_ID(x))
+		have = 0; /* cannot happen with a single writer */
+
+	uint64_t now = (uint64_t)p->disc.line[TH_MONO].last_k;
+	int ctr = p->counter_usable && (p->distrust_until == 0 || now >= p->distrust_until);
+	if (ctr && p->distrust_until) {
+		p->distrust_until = 0;
+		p->reason[0] = 0;
+	}
+
+	struct th_sample smp;
+	take_sample(p, &smp, ctr, 1);
+	TH_STEP("observe");
+	int fl = th_disc_observe(&p->disc, &smp, have ? &s : NULL);
+	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
+	if (fl & TH_OBS_JUMP) {
+		note_jump(p, (uint64_t)smp.mono);
+		if (p->distrust_until)
+			ctr = 0;
+	}
+	if (fl & TH_OBS_STEP) {
+		/* REALTIME was stepped: forget the seconds floor of the old
+		 * epoch before any record of the new epoch is visible (the
+		 * commit below is a release). */
+		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+	}
+
+	if (!ctr) {
+		publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns);
+		return;
+	}
+	if (!th_disc_ready(&p->disc)) {
+		/* No frequency yet: the kernel serves until a second sample,
+		 * calib_ns later, gives the rate. No blocking calibration. */
+		publish_kernel(p, have ? &s : NULL, &smp, p->disc.cfg.calib_ns);
+		return;
+	}
+	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
+		int64_t d = (int64_t)(smp.c - s.anchor);
+		if (d >= s.dmin && d <= s.dhi) {
+			struct th_rec_val v;
+			TH_STEP("plan");
+			if (d >= 0)
+				th_plan_next(&p->disc, &s, &smp, &v);
+			else
+				th_plan_refresh(&p->disc, &s, &smp, &v);
+			if (th_commit(&p->tl, x, &v) == 0)
+				return;
+			/* An announcement: the record expired while we worked. */
+		}
+	}
+	if (install_line(p, &s, have) != 0) {
+		struct th_snap t;
+		unsigned r2 = 0;
+		int have_t = th_snapshot(&p->tl, &t, &r2) == 0;
+		publish_kernel(p, have_t ? &t : NULL, &smp, p->tick_ns);
+	}
+}
+
+int th__windup_try(void)
+{
+	struct th_proc *p = &th__P;
+	uint32_t z = 0;
+	/* A fork child: its inherited lock may be held by a thread that does
+	 * not exist here; attaching again resets the writer state. */
+	if (!th__ready())
+		return th__attach() == 0;
+	if (atomic_load_explicit(&p->lock, memory_order_relaxed) != 0)
+		return 0;
+	TH_STEP("lock");
+	/* Acquire pairs with the release below: the writer state left by the
+	 * previous holder is visible. */
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	windup_locked(p);
+	TH_STEP("unlock");
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+	return 1;
+}
+
+/* ------------------------------------------------------------------ attach */
+
+static const char *env_get(const char *name, void *ctx)
+{
+	(void)ctx;
+	return getenv(name);
+}
+
+static void atfork_child(void)
+{
+	/* Only used where MADV_WIPEONFORK is not available. */
+	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
+}
+
+static void reset_writer(struct th_proc *p)
+{
+	struct th_disc_config dc;
+	th_disc_config_default(&dc, p->tick_ns);
+	if (p->trust.nominal_hz > 0)
+		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
+	th_disc_init(&p->disc, &dc);
+	p->counter_usable = p->trust.usable;
+	p->min_width = ~(uint64_t)0;
+	p->min_off_hw = 0;
+	memset(p->jumps, 0, sizeof p->jumps);
+	p->distrust_until = 0;
+	p->distrust_ns = 0;
+	p->reason[0] = 0;
+	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
+}
+
+#ifndef TH_SIM
+static struct th_wipe *map_wipe_page(void)
+{
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m != MAP_FAILED) {
+		if (madvise(m, 4096, MADV_WIPEONFORK) == 0)
+			return m;
+		munmap(m, 4096);
+	}
+	pthread_atfork(NULL, NULL, atfork_child);
+	return &wipe_static;
+}
+
+static void first_attach(struct th_proc *p)
+{
+	th_kclock_init();
+	th_config_parse(&p->cfg, env_get, NULL);
+	if (p->cfg.warning[0]) {
+		size_t n = strlen(p->cfg.warning);
+		p->cfg.warning[n] = '\n';
+		ssize_t w = write(2, p->cfg.warning, n + 1);
+		(void)w;
+		p->cfg.warning[n] = 0;
+	}
+	p->passthrough = p->cfg.disable;
+	if (!p->passthrough) {
+		th_trust_probe(&p->trust, p->cfg.counter);
+	} else {
+		memset(&p->trust, 0, sizeof p->trust);
+		strcpy(p->trust.reason, "disabled by TIMEHANDS_DISABLE=1");
+		strcpy(p->trust.freq_source, "none");
+	}
+	struct timespec res = {0, 0};
+	p->tick_ns = 4000000;
+	if (th_kclock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && ts_ns(&res) > 0)
+		p->tick_ns = (uint64_t)ts_ns(&res);
+	p->have_kcoarse = th_hw_have_kcoarse();
+	p->have_ktime = th_hw_have_ktime();
+}
+#else
+/* The simulation configures th__P itself (tests/sim). */
+static struct th_wipe *map_wipe_page(void)
+{
+	return &wipe_static;
+}
+void th_sim_first_attach(struct th_proc *p);
+static void first_attach(struct th_proc *p)
+{
+	th_sim_first_attach(p);
+}
+#endif
+
+int th__attach(void)
+{
+	struct th_wipe *w = atomic_load_explicit(&th__wipe, memory_order_acquire);
+	uint32_t z = TH_UNATTACHED;
+	/* One thread attaches; the others read the kernel's clocks meanwhile
+	 * instead of waiting. */
+	if (!atomic_compare_exchange_strong_explicit(&w->state, &z, TH_ATTACHING, memory_order_acquire,
+						     memory_order_acquire))
+		return z == TH_ATTACHED ? 0 : -1;
+	struct th_proc *p = &th__P;
+	struct th_wipe *nw = w;
+	if (!p->inited) {
+		first_attach(p);
+		nw = map_wipe_page();
+		p->inited = 1;
+	}
+	/* A fork child lands here too: the lock may be held by a thread that
+	 * does not exist in this process, and the writer state may be half
+	 * updated. The records themselves stay valid (same counter, same
+	 * kernel clocks) and become the floor of what follows. */
+	reset_writer(p);
+	if (p->passthrough || !p->counter_usable) {
+		struct th_sample s;
+		memset(&s, 0, sizeof s);
+		take_sample(p, &s, 0, 1);
+		th_disc_observe(&p->disc, &s, NULL);
+		struct th_snap prev;
+		unsigned r = 0;
+		int have = th_snapshot(&p->tl, &prev, &r) == 0;
+		publish_kernel(p, have ? &prev : NULL, &s, p->tick_ns);
+	} else {
+		atomic_store_explicit(&p->lock, 1, memory_order_relaxed);
+		windup_locked(p);
+		atomic_store_explicit(&p->lock, 0, memory_order_release);
+	}
+	/* Release: everything above is visible to a reader whose acquire load
+	 * of state returns ATTACHED (th__ready). */
+	if (nw != w) {
+		atomic_store_explicit(&nw->state, TH_ATTACHED, memory_order_release);
+		atomic_store_explicit(&th__wipe, nw, memory_order_release);
+	}
+	atomic_store_explicit(&w->state, TH_ATTACHED, memory_order_release);
+	return 0;
+}
+
+/* ------------------------------------------------------------ slow paths */
+
+void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
+{
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	uint64_t want = ((uint64_t)epoch << 48) | sec;
+	/* Relaxed is enough: G3 is about reads ordered by happens-before, and
+	 * coherence orders the accesses to this one word. A record of an older
+	 * epoch never raises the floor of a newer one. */
+	while ((uint16_t)(w >> 48) == epoch && (w & TH_G3_SECMASK) < sec)
+		if (atomic_compare_exchange_weak_explicit(&th__P.g3, &w, want, memory_order_relaxed,
+							  memory_order_relaxed))
+			return;
+}
+
+/*
+ * Kernel-served value for a KERNEL/TRANSIT record or an expired LINE. Returns
+ * 1 with *v set, 0 if the caller must read again (a new record appeared).
+ */
+static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, uint64_t *v)
+{
+	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	uint64_t ceil = th_snap_ceiling(s, line);
+	uint64_t val = k > ceil ? k : ceil;
+	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
+	switch (s->kind) {
+	case TH_REC_LINE: /* expired: a windup may be pending with an older sample */
+		if (k > ceil && !th_announce(&p->tl, s->cur))
+			return 0;
+		break;
+	case TH_REC_TRANSIT:
+		if (val > s->guard[line] && !th_announce(&p->tl, s->cur))
+			return 0;
+		break;
+	default: { /* KERNEL: no writer pending; make sure none started before our read */
+		th_hw_order_after_kread();
+		uint64_t now = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_ID(now) != TH_CUR_ID(s->cur))
+			return 0;
+		if (k >= s->due_ns)
+			th__windup_try();
+		break;
+	}
+	}
+	*v = val;
+	return 1;
+}
+
+int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
+{
+	struct th_proc *p = &th__P;
+	*epoch = 0;
+	if (!th__ready() && th__attach() != 0)
+		return kernel_exact(line, sel, ns);
+	struct th_snap s;
+	int have = 0;
+	for (int pass = 0; pass < 4; pass++) {
+		unsigned retries = 0;
+		int ok = th_snapshot(&p->tl, &s, &retries) == 0;
+		if (retries)
+			th__account_retries(retries);
+		if (!ok || p->passthrough)
+			return kernel_exact(line, sel, ns);
+		have = 1;
+		*epoch = s.epoch;
+		uint64_t v;
+		if (s.kind == TH_REC_LINE) {
+			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+			int64_t d = (int64_t)(c - s.anchor);
+			if (d >= s.dmin && d <= s.dhi) {
+				if (d >= s.ddue)
+					th__windup_try(); /* due; the record stays valid meanwhile */
+				if (d < s.dlo)
+					d = s.dlo; /* counter a little below the base: clamp */
+				*ns = th_line_eval(&s, line, d) + (uint64_t)snap_offset(&s, sel);
+				return 0;
+			}
+			/* expired, or the counter went backwards */
+			if (th__windup_try())
+				continue;
+		}
+		if (kernel_value(p, &s, line, &v)) {
+			*ns = v + (uint64_t)snap_offset(&s, sel);
+			return 0;
+		}
+	}
+	/* Records changed under us four times: serve the kernel, raised to the
+	 * last record's ceiling (never below anything returned before). */
+	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	uint64_t ceil = have ? th_snap_ceiling(&s, line) : 0;
+	*ns = (k > ceil ? k : ceil) + (have ? (uint64_t)snap_offset(&s, sel) : 0);
+	return 0;
+}
+
+static uint64_t fine_ns(int ck)
+{
+	struct timespec ts;
+	uint16_t ep;
+	th__fine_ts(ck, 1, &ts, &ep);
+	return (uint64_t)ts_ns(&ts);
+}
+
+static void raise_coarse_floor(struct th_proc *p, uint64_t v)
+{
+	uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+	while (f < v && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &f, v, memory_order_relaxed,
+							       memory_order_relaxed))
+		;
+}
+
+int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
+{
+	struct th_proc *p = &th__P;
+	*epoch = 0;
+	if (!th__ready() && th__attach() != 0) {
+		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
+		return 0;
+	}
+	if (p->passthrough) {
+		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
+		return 0;
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		struct th_snap s;
+		unsigned retries = 0;
+		if (th_snapshot(&p->tl, &s, &retries) != 0)
+			break;
+		*epoch = s.epoch;
+		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
+		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		if (s.kind != TH_REC_LINE) {
+			/* Kernel mode: the kernel's coarse clock, floored. */
+			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
+			uint64_t v = k > s.floor[TH_MONO] ? k : s.floor[TH_MONO];
+			if (v < cf)
+				v = cf;
+			if (k >= s.due_ns)
+				th__windup_try();
+			*ns = v + (uint64_t)snap_offset(&s, sel);
+			return 0;
+		}
+		if (p->have_kcoarse && kc - s.tick < p->tick_ns / 2) {
+			uint64_t v = s.coarse > cf ? s.coarse : cf;
+			*ns = v + (uint64_t)snap_offset(&s, sel);
+			return 0;
+		}
+		if (p->have_kcoarse && th__windup_try())
+			continue;
+		/* Stale and the writer is busy (or no kernel coarse clock): a
+		 * fine reading is a valid coarse one (never above a later fine
+		 * reading, fresh); remember it so that coarse stays monotonic
+		 * when the stalled writer's older sample lands. */
+		uint64_t v = fine_ns(TH_CK_MONO);
+		if (p->have_kcoarse)
+			raise_coarse_floor(p, v);
+		*ns = v + (uint64_t)snap_offset(&s, sel);
+		return 0;
+	}
+	*ns = fine_ns(sel == TH_SEL_REAL ? TH_CK_REAL : TH_CK_MONO);
+	return 0;
+}
+
+static void ns_to_ts(int64_t ns, struct timespec *ts)
+{
+	int64_t sec = ns / NS_PER_S, rem = ns % NS_PER_S;
+	if (rem < 0) {
+		rem += NS_PER_S;
+		sec--;
+	}
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = (long)rem;
+}
+
+int th__fine_ts_slow(int ck, int ordered, struct timespec *ts, uint16_t *epoch)
+{
+	uint64_t ns;
+	th__fine_slow(th__ck_line(ck), th__ck_sel(ck), ordered, &ns, epoch);
+	ns_to_ts((int64_t)ns, ts);
+	return 0;
+}
+
+int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)
+{
+	uint64_t ns;
+	th__coarse_slow(ci ? TH_SEL_REAL : TH_SEL_NONE, &ns, epoch);
+	ns_to_ts((int64_t)ns, ts);
+	return 0;
+}

@@ -1,0 +1,48 @@
+/*
+ * Environment variables, parsed by a pure function (no getenv inside, so the
+ * parser can be fuzzed and unit-tested). A bad value never changes behaviour
+ * beyond falling back to the safe default, and is reported once.
+ *
+ *   TIMEHANDS_DISABLE=0|1        1: every read goes to the kernel unchanged
+ *   TIMEHANDS_COUNTER=auto|off|force
+ *                                off: never read the counter; force: skip the
+ *                                clocksource check (testing, emulators)
+ *   TIMEHANDS_RELAXED=0|1        preload: serve REALTIME/MONOTONIC with the
+ *                                relaxed (per-thread monotonic) read
+ *   TIMEHANDS_CPUTIME=exact|coarse
+ *                                preload: times()/clock() from the coarse cache
+ *   TIMEHANDS_PAGE=PATH          shared page published by timehandsd
+ *                                ("none": do not look for one)
+ */
+#ifndef TH_CORE_CONFIG_H
+#define TH_CORE_CONFIG_H
+
+#include <stddef.h>
+
+enum { TH_CTR_AUTO = 0, TH_CTR_OFF = 1, TH_CTR_FORCE = 2 };
+
+#define TH_DEFAULT_PAGE "/run/timehands/page"
+
+struct th_config {
+	int disable;
+	int counter;
+	int relaxed;
+	int cputime_coarse;
+	char page[200];
+	char warning[256]; /* "" or one line naming every bad variable */
+};
+
+typedef const char *(*th_getenv_fn)(const char *name, void *ctx);
+
+/* Parse every variable through `get`; never fails. */
+void th_config_parse(struct th_config *c, th_getenv_fn get, void *ctx);
+
+/* Parse one boolean ("0", "1", "yes", "no", "true", "false", "on", "off",
+ * case-insensitive). Returns 0 and sets *out, or -1 for anything else. */
+int th_parse_bool(const char *v, int *out);
+
+/* Parse a clock id given as a decimal or symbolic name ("CLOCK_MONOTONIC",
+ * "monotonic", "TH_CLOCK_MONOTONIC_RELAXED"...). Returns 0 or -1. */
+int th_parse_clockid(const char *v, long *out);
+
+#endif

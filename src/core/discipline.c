@@ -1,0 +1,334 @@
+/* Windup planning; see discipline.h. */
+#include "discipline.h"
+
+#include <math.h>
+#include <string.h>
+
+#define Q32 4294967296.0
+#define ROTATE_NS 1000000000LL /* the rate baseline is 1-2 s once warmed up */
+#define DRIFT_ALLOWANCE 500e-6 /* how far the kernel's rate may move between two samples (NTP) */
+
+void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->nominal_unc = 1000e-6;
+	cfg->max_window_ns = tick_ns ? tick_ns : 4000000;
+	cfg->min_window_ns = 50000;
+	cfg->budget_ns = 300.0;
+	cfg->guard_ns = 250;
+	cfg->tol_ns = 10000;
+	cfg->max_slew = 500e-6;
+	cfg->calib_ns = 50000;
+	cfg->jump_ns = 20000;
+}
+
+void th_disc_init(struct th_disc *d, const struct th_disc_config *cfg)
+{
+	memset(d, 0, sizeof *d);
+	d->cfg = *cfg;
+	for (int l = 0; l < TH_NLINES; l++) {
+		if (cfg->nominal_rate > 0) {
+			d->line[l].have = 1;
+			d->line[l].rate = cfg->nominal_rate;
+			d->line[l].unc = cfg->nominal_unc;
+		}
+	}
+}
+
+static double rate_guess(const struct th_disc *d, const struct th_line_disc *L)
+{
+	if (L->have)
+		return L->rate;
+	if (d->cfg.nominal_rate > 0)
+		return d->cfg.nominal_rate;
+	return 1.0;
+}
+
+static void line_restart(struct th_disc *d, struct th_line_disc *L, uint64_t c, int64_t k, double e)
+{
+	/* After a discontinuity the old rate may be wrong (another host, another
+	 * frequency): no line until it has been measured again. */
+	(void)d;
+	L->have = 0;
+	L->ref_c = L->mid_c = c;
+	L->ref_k = L->mid_k = k;
+	L->ref_e = L->mid_e = e;
+}
+
+static int observe_line(struct th_disc *d, int l, uint64_t c, uint64_t width, int64_t k,
+			const struct th_snap *cur)
+{
+	struct th_line_disc *L = &d->line[l];
+	double e = (double)width * 0.5 * rate_guess(d, L) + 1.0;
+	int jump = 0;
+
+	if (cur && cur->kind == TH_REC_LINE) {
+		int64_t dc = (int64_t)(c - cur->anchor);
+		if (dc >= cur->dmin && dc <= cur->dhi) {
+			if (dc < cur->dlo)
+				dc = cur->dlo;
+			L->err_ns = (double)(int64_t)(th_line_eval(cur, l, dc) - (uint64_t)k);
+		}
+	}
+
+	if (!L->have_last) {
+		L->have_last = 1;
+		L->ref_c = L->mid_c = c;
+		L->ref_k = L->mid_k = k;
+		L->ref_e = L->mid_e = e;
+	} else {
+		int64_t dc = (int64_t)(c - L->last_c);
+		int64_t dk = k - L->last_k;
+		if (dc <= 0 || dk < 0) {
+			jump = 1;
+		} else if (L->have) {
+			double dev = (double)dk - (double)dc * L->rate;
+			double allowed = (double)d->cfg.jump_ns + (L->unc + DRIFT_ALLOWANCE) * (double)dk;
+			if (fabs(dev) > allowed)
+				jump = 1;
+		}
+		if (jump) {
+			line_restart(d, L, c, k, e);
+		} else {
+			int64_t dkr = k - L->ref_k;
+			int64_t dcr = (int64_t)(c - L->ref_c);
+			if (dkr >= (int64_t)d->cfg.calib_ns && dcr > 0) {
+				double unc = (L->ref_e + e) / (double)dkr;
+				/* A measured rate replaces a published one only when it
+				 * is at least as certain. */
+				if (!L->have || unc <= L->unc || dkr >= ROTATE_NS / 4) {
+					L->rate = (double)dkr / (double)dcr;
+					L->unc = unc;
+					L->have = 1;
+				}
+			}
+			if (k - L->mid_k >= ROTATE_NS) {
+				L->ref_c = L->mid_c;
+				L->ref_k = L->mid_k;
+				L->ref_e = L->mid_e;
+				L->mid_c = c;
+				L->mid_k = k;
+				L->mid_e = e;
+			}
+		}
+	}
+	L->last_c = c;
+	L->last_k = k;
+	return jump;
+}
+
+int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct th_snap *cur)
+{
+	int flags = 0;
+	if (s->counter_ok) {
+		int j0 = observe_line(d, TH_MONO, s->c, s->width, s->mono, cur);
+		int j1 = observe_line(d, TH_RAW, s->c_raw, s->width_raw, s->raw, cur);
+		if (j0 || j1) {
+			/* Both lines share one anchor: relearn both. */
+			if (!j0)
+				line_restart(d, &d->line[TH_MONO], s->c, s->mono, 1.0);
+			if (!j1)
+				line_restart(d, &d->line[TH_RAW], s->c_raw, s->raw, 1.0);
+			d->resyncs++;
+			flags |= TH_OBS_JUMP;
+		}
+	}
+
+	int64_t off_tai;
+	if (!d->have_offsets) {
+		d->have_offsets = 1;
+		d->off_real = s->off_real;
+		d->off_boot = s->off_boot;
+		d->off_tai = s->off_real + s->tai_sec * 1000000000LL;
+		return flags;
+	}
+	/* Offsets are held constant unless the new bracket excludes the held
+	 * value: measurement noise must never move REALTIME backwards. */
+	int64_t dr = s->off_real - d->off_real;
+	if (dr > s->off_real_hw * 2 + 2 || dr < -(s->off_real_hw * 2 + 2)) {
+		d->off_real = s->off_real;
+		d->epoch++;
+		flags |= TH_OBS_STEP;
+	}
+	int64_t db = s->off_boot - d->off_boot;
+	if (db > s->off_boot_hw * 2 + 2) { /* BOOTTIME only ever moves forward (resume) */
+		d->off_boot = s->off_boot;
+		flags |= TH_OBS_OFFSETS;
+	}
+	off_tai = d->off_real + s->tai_sec * 1000000000LL;
+	if (off_tai != d->off_tai) {
+		d->off_tai = off_tai;
+		flags |= TH_OBS_OFFSETS;
+	}
+	return flags;
+}
+
+int th_disc_ready(const struct th_disc *d)
+{
+	return d->line[TH_MONO].have && d->line[TH_RAW].have;
+}
+
+uint64_t th_disc_window_ns(const struct th_disc *d)
+{
+	double unc = d->line[TH_MONO].unc;
+	if (d->line[TH_RAW].unc > unc)
+		unc = d->line[TH_RAW].unc;
+	double w = unc > 0 ? d->cfg.budget_ns / (1.5 * unc) : (double)d->cfg.max_window_ns;
+	if (w > (double)d->cfg.max_window_ns)
+		w = (double)d->cfg.max_window_ns;
+	if (w > (double)TH_MAX_WINDOW_NS)
+		w = (double)TH_MAX_WINDOW_NS;
+	if (w < (double)d->cfg.min_window_ns)
+		w = (double)d->cfg.min_window_ns;
+	return (uint64_t)w;
+}
+
+static int64_t q32(double rate)
+{
+	return (int64_t)llround(rate * Q32);
+}
+
+/* Slope that removes `err_ns` (line minus kernel) over a horizon, bounded. */
+static double steer(const struct th_disc *d, double rate, double err_ns, double window_ns)
+{
+	double horizon = 4.0 * window_ns;
+	if (horizon < 2e6)
+		horizon = 2e6;
+	double slew = -err_ns / horizon;
+	if (slew > d->cfg.max_slew)
+		slew = d->cfg.max_slew;
+	if (slew < -d->cfg.max_slew)
+		slew = -d->cfg.max_slew;
+	return rate * (1.0 + slew);
+}
+
+static void common_fields(struct th_disc *d, const struct th_sample *s, struct th_rec_val *out)
+{
+	out->epoch = d->epoch;
+	out->off_real = d->off_real;
+	out->off_boot = d->off_boot;
+	out->off_tai = d->off_tai;
+	out->tick = s->tick;
+}
+
+static void window_fields(struct th_disc *d, struct th_rec_val *out, double *wns)
+{
+	uint64_t w = th_disc_window_ns(d);
+	double wc = (double)w / d->line[TH_MONO].rate;
+	if (wc < 2)
+		wc = 2;
+	out->dhi = (int64_t)wc;
+	out->ddue = out->dhi / 2;
+	d->window_ns = w;
+	*wns = (double)w;
+}
+
+void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
+		  struct th_rec_val *out)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = TH_REC_LINE;
+	common_fields(d, s, out);
+	int64_t e = cur->dhi;
+	uint64_t anchor = cur->anchor + (uint64_t)e;
+	out->anchor = anchor;
+	double wns;
+	window_fields(d, out, &wns);
+
+	for (int l = 0; l < TH_NLINES; l++) {
+		struct th_line_disc *L = &d->line[l];
+		uint64_t ns;
+		uint32_t frac;
+		th_line_at(cur->ns[l], cur->frac[l], cur->hi[l], e, &ns, &frac);
+		out->ns[l] = ns;
+		out->frac[l] = frac;
+		out->lo[l] = cur->hi[l];
+		uint64_t cl = l == TH_MONO ? s->c : s->c_raw;
+		int64_t kl = l == TH_MONO ? s->mono : s->raw;
+		/* line minus predicted kernel at the new anchor, in ns */
+		double err = (double)(int64_t)(ns - (uint64_t)kl) + (double)frac / Q32 -
+			     (double)(int64_t)(anchor - cl) * L->rate;
+		out->hi[l] = q32(steer(d, L->rate, err, wns));
+	}
+
+	int64_t tol = (int64_t)((double)d->cfg.tol_ns / d->line[TH_MONO].rate);
+	int64_t dlo = (int64_t)(s->c - anchor) - tol;
+	if (dlo < -e) /* the copied slope is only right above the old anchor */
+		dlo = -e;
+	out->dlo = dlo;
+	out->dmin = dlo;
+
+	int64_t dc = (int64_t)(s->c - cur->anchor);
+	if (dc < cur->dlo)
+		dc = cur->dlo;
+	if (dc > cur->dhi)
+		dc = cur->dhi;
+	out->coarse = th_line_eval(cur, TH_MONO, dc);
+}
+
+void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
+		     struct th_rec_val *out)
+{
+	th_snap_to_val(cur, out);
+	common_fields(d, s, out);
+	int64_t dc = (int64_t)(s->c - cur->anchor);
+	if (dc < cur->dlo)
+		dc = cur->dlo;
+	if (dc > cur->dhi)
+		dc = cur->dhi;
+	out->coarse = th_line_eval(cur, TH_MONO, dc);
+}
+
+void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
+		   struct th_rec_val *out)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = TH_REC_LINE;
+	common_fields(d, s, out);
+	out->anchor = s->c;
+	double wns;
+	window_fields(d, out, &wns);
+	for (int l = 0; l < TH_NLINES; l++) {
+		struct th_line_disc *L = &d->line[l];
+		uint64_t cl = l == TH_MONO ? s->c : s->c_raw;
+		int64_t kl = l == TH_MONO ? s->mono : s->raw;
+		double lead = (double)(int64_t)(s->c - cl) * L->rate;
+		uint64_t v = (uint64_t)(kl + (int64_t)llround(lead));
+		if (guard && v < guard[l])
+			v = guard[l];
+		out->ns[l] = v;
+		out->frac[l] = 0;
+		out->lo[l] = 0; /* counters just below the anchor clamp to it */
+		double err = (double)(int64_t)(v - (uint64_t)kl) - lead;
+		out->hi[l] = q32(steer(d, L->rate, err, wns));
+	}
+	int64_t tol = (int64_t)((double)d->cfg.tol_ns / d->line[TH_MONO].rate);
+	out->dlo = -tol;
+	out->dmin = -tol;
+	out->coarse = out->ns[TH_MONO];
+}
+
+void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
+		    uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = guard_ns ? TH_REC_TRANSIT : TH_REC_KERNEL;
+	common_fields(d, s, out);
+	for (int l = 0; l < TH_NLINES; l++) {
+		uint64_t f = 0;
+		if (prev && prev->kind != TH_REC_EMPTY)
+			f = th_snap_ceiling(prev, l);
+		out->floor[l] = f;
+		if (guard_ns) {
+			uint64_t k = (uint64_t)(l == TH_MONO ? s->mono : s->raw);
+			out->guard[l] = (k > f ? k : f) + guard_ns;
+		}
+	}
+	out->coarse = out->floor[TH_MONO];
+	out->due_ns = (uint64_t)s->mono + due_in_ns;
+	/* empty fast window: every read goes through the kernel path */
+	out->dlo = 0;
+	out->ddue = 0;
+	out->dhi = -1;
+	out->dmin = 0;
+}

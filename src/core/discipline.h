@@ -1,0 +1,110 @@
+/*
+ * Windup planning: turns the writer's readings of the kernel's clocks into the
+ * next record. Pure: the caller (attach/local.c, the daemon, the simulation)
+ * takes the sample and publishes the result.
+ *
+ * MONOTONIC is the disciplined line: its rate is estimated against the
+ * kernel's MONOTONIC over a baseline of up to two seconds and the remaining
+ * offset is steered away by changing the rate of the next segment (never by a
+ * step). MONOTONIC_RAW is a second line disciplined the same way against the
+ * kernel's raw clock. REALTIME, BOOTTIME and TAI are MONOTONIC plus offsets
+ * measured at each windup and held constant unless the kernel changed them
+ * (a step, a resume, a leap second).
+ */
+#ifndef TH_CORE_DISCIPLINE_H
+#define TH_CORE_DISCIPLINE_H
+
+#include <stdint.h>
+#include "record.h"
+
+/* One windup's reading of the kernel, taken by the caller. */
+struct th_sample {
+	int counter_ok;        /* c/c_raw/width are valid */
+	uint64_t c;            /* counter at the MONOTONIC reading (sandwich midpoint) */
+	uint64_t width;        /* sandwich width around it, counts */
+	uint64_t c_raw;        /* counter at the MONOTONIC_RAW reading */
+	uint64_t width_raw;
+	int64_t mono, raw;     /* kernel readings, ns */
+	int64_t off_real;      /* REALTIME - MONOTONIC, midpoint estimate */
+	int64_t off_real_hw;   /* its half width */
+	int64_t off_boot, off_boot_hw;
+	int64_t tai_sec;       /* TAI - REALTIME, whole seconds */
+	uint64_t tick;         /* kernel MONOTONIC_COARSE, ns */
+};
+
+struct th_line_disc {
+	int have;          /* rate known */
+	double rate;       /* kernel ns per count */
+	double unc;        /* relative uncertainty of rate */
+	uint64_t ref_c, mid_c, last_c;
+	int64_t ref_k, mid_k, last_k;
+	double ref_e, mid_e; /* sample errors, ns */
+	int have_last;
+	double err_ns;     /* line minus kernel at the last sample */
+};
+
+struct th_disc_config {
+	double nominal_rate;     /* ns per count from a published frequency, 0 if none */
+	double nominal_unc;      /* its relative uncertainty against the kernel's rate */
+	uint64_t max_window_ns;  /* windup cadence: local mode one tick, daemon its period */
+	uint64_t min_window_ns;
+	double budget_ns;        /* prediction error allowed across one window */
+	uint64_t guard_ns;       /* lead of a fresh line over the kernel (TRANSIT guard) */
+	uint64_t tol_ns;         /* counter below a record's base clamped rather than refused */
+	double max_slew;         /* relative rate change allowed for steering */
+	uint64_t calib_ns;       /* first samples at least this far apart when no frequency is published */
+	uint64_t jump_ns;        /* deviation that is a discontinuity, not drift */
+};
+
+struct th_disc {
+	struct th_disc_config cfg;
+	struct th_line_disc line[TH_NLINES];
+	int have_offsets;
+	int64_t off_real, off_boot, off_tai;
+	uint16_t epoch;          /* bumped when REALTIME was stepped */
+	uint64_t resyncs;        /* discontinuities seen */
+	uint64_t window_ns;      /* window of the last planned line record */
+};
+
+/* Result flags of th_disc_observe. */
+enum {
+	TH_OBS_JUMP = 1,        /* counter and kernel disagree: re-anchor, relearn the rate */
+	TH_OBS_STEP = 2,        /* REALTIME offset changed (epoch bumped) */
+	TH_OBS_OFFSETS = 4      /* BOOTTIME or TAI offset changed */
+};
+
+void th_disc_init(struct th_disc *d, const struct th_disc_config *cfg);
+void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns);
+
+/* Feed one sample. `cur` is the record in force (NULL if none); used to
+ * measure the line's error. Returns TH_OBS_* flags. */
+int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct th_snap *cur);
+
+/* 1 when the rate of both lines is known well enough to publish a line. */
+int th_disc_ready(const struct th_disc *d);
+
+/* On-time continuation of a LINE record: anchored at its expiry, same slope
+ * below, steered slope above. */
+void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
+		  struct th_rec_val *out);
+
+/* Same line as `cur` (the sample is before its anchor, where no rate change
+ * can be added), with fresh coarse value, tick and offsets. */
+void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
+		     struct th_rec_val *out);
+
+/* A line starting at the sample, at least at guard[] (values below the sample's
+ * counter clamp to the anchor value). */
+void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
+		   struct th_rec_val *out);
+
+/* Kernel-mode record: floors from the previous record (or 0), a windup due
+ * `due_in_ns` after the sample. guard_ns == 0: a plain KERNEL record; otherwise
+ * a TRANSIT record whose guards are floor/kernel + guard_ns. */
+void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
+		    uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out);
+
+/* Current window in counts for a line record (for the simulation and status). */
+uint64_t th_disc_window_ns(const struct th_disc *d);
+
+#endif

@@ -1,0 +1,129 @@
+/* Writer side of the publication protocol; see record.h. */
+#include "record.h"
+
+void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v)
+{
+	v->kind = s->kind;
+	v->epoch = s->epoch;
+	v->anchor = s->anchor;
+	v->dlo = s->dlo;
+	v->ddue = s->ddue;
+	v->dhi = s->dhi;
+	v->dmin = s->dmin;
+	for (int l = 0; l < TH_NLINES; l++) {
+		v->ns[l] = s->ns[l];
+		v->frac[l] = s->frac[l];
+		v->lo[l] = s->lo[l];
+		v->hi[l] = s->hi[l];
+		v->floor[l] = s->floor[l];
+		v->guard[l] = s->guard[l];
+	}
+	v->off_real = s->off_real;
+	v->off_boot = s->off_boot;
+	v->off_tai = s->off_tai;
+	v->coarse = s->coarse;
+	v->tick = s->tick;
+	v->due_ns = s->due_ns;
+}
+
+static void split(int64_t v, uint32_t frac, struct th_ts *out)
+{
+	int64_t sec = v / 1000000000LL, nsec = v % 1000000000LL;
+	if (nsec < 0) {
+		nsec += 1000000000LL;
+		sec--;
+	}
+	atomic_store_explicit(&out->sec, sec, memory_order_relaxed);
+	atomic_store_explicit(&out->nsec_q32, (int64_t)(((uint64_t)nsec << 32) | frac), memory_order_relaxed);
+}
+
+static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val *v)
+{
+	TH_STEP("write_gen0");
+	atomic_store_explicit(&r->gen, 0, memory_order_relaxed);
+	/* Orders gen = 0 before every field store below; pairs with the
+	 * reader's acquire fence before its gen re-check, so a reader whose
+	 * copy saw any new field also sees gen change. */
+	atomic_thread_fence(memory_order_release);
+	TH_STEP("write_fields");
+	atomic_store_explicit(&r->kind, v->kind, memory_order_relaxed);
+	atomic_store_explicit(&r->epoch, v->epoch, memory_order_relaxed);
+	atomic_store_explicit(&r->anchor, v->anchor, memory_order_relaxed);
+	atomic_store_explicit(&r->dlo, v->dlo, memory_order_relaxed);
+	atomic_store_explicit(&r->ddue, v->ddue, memory_order_relaxed);
+	atomic_store_explicit(&r->mono_ns, v->ns[TH_MONO], memory_order_relaxed);
+	atomic_store_explicit(&r->mono_lo, v->lo[TH_MONO], memory_order_relaxed);
+	atomic_store_explicit(&r->mono_hi, v->hi[TH_MONO], memory_order_relaxed);
+	atomic_store_explicit(&r->mono_frac, v->frac[TH_MONO], memory_order_relaxed);
+	atomic_store_explicit(&r->raw_frac, v->frac[TH_RAW], memory_order_relaxed);
+	atomic_store_explicit(&r->off_real, v->off_real, memory_order_relaxed);
+	atomic_store_explicit(&r->off_boot, v->off_boot, memory_order_relaxed);
+	atomic_store_explicit(&r->off_tai, v->off_tai, memory_order_relaxed);
+	atomic_store_explicit(&r->dhi, v->dhi, memory_order_relaxed);
+	atomic_store_explicit(&r->dmin, v->dmin, memory_order_relaxed);
+	atomic_store_explicit(&r->raw_ns, v->ns[TH_RAW], memory_order_relaxed);
+	atomic_store_explicit(&r->raw_lo, v->lo[TH_RAW], memory_order_relaxed);
+	atomic_store_explicit(&r->raw_hi, v->hi[TH_RAW], memory_order_relaxed);
+	atomic_store_explicit(&r->coarse, v->coarse, memory_order_relaxed);
+	atomic_store_explicit(&r->tick, v->tick, memory_order_relaxed);
+	for (int l = 0; l < TH_NLINES; l++) {
+		atomic_store_explicit(&r->floor[l], v->floor[l], memory_order_relaxed);
+		atomic_store_explicit(&r->guard[l], v->guard[l], memory_order_relaxed);
+	}
+	atomic_store_explicit(&r->due_ns, v->due_ns, memory_order_relaxed);
+	/* The anchor of each clock as (sec, nsec); the fractional ns are
+	 * shared by all clocks of a line. */
+	int64_t mono = (int64_t)v->ns[TH_MONO];
+	uint32_t f = v->frac[TH_MONO];
+	split(mono, f, &r->at[TH_CK_MONO]);
+	split(mono + v->off_real, f, &r->at[TH_CK_REAL]);
+	split(mono + v->off_boot, f, &r->at[TH_CK_BOOT]);
+	split(mono + v->off_tai, f, &r->at[TH_CK_TAI]);
+	split((int64_t)v->ns[TH_RAW], v->frac[TH_RAW], &r->at[TH_CK_RAW]);
+	split((int64_t)v->coarse, 0, &r->coarse_at[0]);
+	split((int64_t)v->coarse + v->off_real, 0, &r->coarse_at[1]);
+	TH_STEP("write_gen");
+	/* Release: every field store above is visible to a reader whose
+	 * acquire load of gen returns this value. */
+	atomic_store_explicit(&r->gen, gen, memory_order_release);
+}
+
+static uint32_t gen_for(uint32_t seq)
+{
+	return seq ? seq : 1; /* 0 means "being written" */
+}
+
+int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *v)
+{
+	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
+	uint32_t seq = TH_CUR_SEQ(expect) + 1;
+	write_record(&tl->ring[slot], gen_for(seq), v);
+	TH_STEP("commit");
+	/* Release: the record written above is visible to any reader whose
+	 * acquire load of cur sees the new word. Fails, leaving the new record
+	 * unused, if a slow-path reader announced itself or another commit
+	 * happened since `expect` was read. */
+	return atomic_compare_exchange_strong_explicit(&tl->cur, &expect,
+						       TH_CUR_MAKE(seq, slot, expect),
+						       memory_order_release, memory_order_relaxed)
+		       ? 0
+		       : -1;
+}
+
+uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v)
+{
+	uint64_t x = atomic_load_explicit(&tl->cur, memory_order_relaxed);
+	unsigned slot = (TH_CUR_SLOT(x) + 1) % TH_RING;
+	uint32_t seq = TH_CUR_SEQ(x) + 1;
+	write_record(&tl->ring[slot], gen_for(seq), v);
+	TH_STEP("commit");
+	uint64_t nw;
+	/* Only announcements can change `cur` under the single writer; they
+	 * touch the announce bits alone, so the slot chosen above stays right.
+	 * Release as in th_commit. */
+	do {
+		nw = TH_CUR_MAKE(seq, slot, x);
+	} while (!atomic_compare_exchange_weak_explicit(&tl->cur, &x, nw, memory_order_release,
+							memory_order_relaxed));
+	return nw;
+}

@@ -1,0 +1,309 @@
+/*
+ * The time record ("timehands") and the timeline that publishes it.
+ *
+ * Dependency order of the sources: core <- counter <- attach <- preload,
+ * daemon, tools. Nothing in core does I/O or reads a clock: it is pure
+ * arithmetic and memory protocol, driven by the simulation in tests/sim as
+ * well as by the real counter.
+ *
+ * A record describes one piece of a single, process-wide, piecewise-linear
+ * function F from counter values to nanoseconds of MONOTONIC (line 0) and
+ * MONOTONIC_RAW (line 1). Every record is valid on a counter window around its
+ * anchor s:
+ *
+ *      value(c) = ns + (frac + (c - s) * rate) / 2^32        (Q32.32 fixed point)
+ *      rate = rate_lo below s, rate_hi from s on
+ *
+ * for dlo <= c - s <= dhi. A new record (windup) places its anchor at the
+ * previous record's expiry and copies the previous slope below it, so where
+ * both are valid they give bit-identical values: a rate change takes effect
+ * only where no older record can still be used. The arithmetic is exact (the
+ * anchor carries 32 fractional bits), so no rounding can make two records
+ * disagree by a nanosecond. A counter outside the window is never
+ * extrapolated: below dmin (a backward jump) or beyond dhi (expiry) the read
+ * takes the slow path.
+ *
+ * The layout is fixed-width and position-independent: the same bytes are
+ * published in process memory (local mode) and in timehandsd's shared page.
+ * Fields are C11 atomics so that the copies made inside a reader's retry loop
+ * are relaxed atomic loads (no data race for the compiler or ThreadSanitizer);
+ * on x86-64 and arm64 they compile to plain loads.
+ *
+ * Protocol steps are named TH_STEP(...) in the code; the Spin model in
+ * tests/model uses the same names.
+ */
+#ifndef TH_CORE_RECORD_H
+#define TH_CORE_RECORD_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stddef.h>
+
+#ifndef TH_STEP
+#define TH_STEP(name) ((void)0)
+#endif
+
+#define TH_RING 8 /* records in a timeline; a writer never touches the current one */
+#define TH_MAX_WINDOW_NS 500000000LL /* keeps d * rate inside 2^62 in the fast window */
+
+enum th_rec_kind {
+	TH_REC_EMPTY = 0,
+	TH_REC_LINE = 1,    /* counter-based line, the fast path */
+	TH_REC_KERNEL = 2,  /* kernel clock, floored: counter not in use */
+	TH_REC_TRANSIT = 3  /* kernel clock while a writer installs a line: see guard */
+};
+
+enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
+
+/*
+ * Clocks a record serves, each as (sec, nsec) at the anchor so that a read
+ * adds a small delta instead of dividing: MONOTONIC, REALTIME, BOOTTIME, TAI
+ * on line 0, MONOTONIC_RAW on line 1.
+ */
+enum { TH_CK_MONO = 0, TH_CK_REAL = 1, TH_CK_BOOT = 2, TH_CK_TAI = 3, TH_CK_RAW = 4, TH_NCLOCKS = 5 };
+
+struct th_ts {
+	_Atomic int64_t sec;
+	/* nsec in Q32.32 with the line's fractional ns: a read inside the fast
+	 * window adds d * rate (|d * rate| < 2^62 there, the writer bounds
+	 * the window) and shifts once. */
+	_Atomic int64_t nsec_q32;
+};
+
+/* 320 bytes, five cache lines; the first holds everything a MONOTONIC read
+ * touches, the second REALTIME and the other clocks. */
+struct th_rec {
+	/* --- line 1: hot --- */
+	_Atomic uint32_t gen;      /* 0 while written; changes on every rewrite */
+	_Atomic uint16_t kind;     /* enum th_rec_kind */
+	_Atomic uint16_t epoch;    /* REALTIME step epoch (see the G3 floor in attach) */
+	_Atomic uint64_t anchor;   /* counter value s */
+	_Atomic int64_t dlo;       /* fast window is [dlo, ddue) relative to s */
+	_Atomic int64_t ddue;      /* a windup is due from here on */
+	_Atomic int64_t mono_lo;   /* line 0 Q32.32 ns per count below the anchor */
+	_Atomic int64_t mono_hi;   /* line 0 Q32.32 ns per count from the anchor on */
+	_Atomic uint32_t mono_frac; /* line 0 fractional ns at the anchor, / 2^32 */
+	_Atomic uint32_t raw_frac;
+	_Atomic int64_t spare0;
+	/* --- line 2: the anchor as each clock's (sec, nsec), raw slopes --- */
+	struct th_ts at[TH_NCLOCKS]; /* 80 bytes */
+	_Atomic int64_t raw_lo;
+	_Atomic int64_t raw_hi;
+	/* --- line 4 --- */
+	_Atomic uint64_t mono_ns;  /* line 0 at the anchor, whole ns */
+	_Atomic uint64_t raw_ns;   /* line 1 at the anchor */
+	_Atomic int64_t off_real;  /* REALTIME - MONOTONIC, ns */
+	_Atomic int64_t off_boot;  /* BOOTTIME - MONOTONIC */
+	_Atomic int64_t off_tai;   /* TAI - MONOTONIC */
+	_Atomic int64_t dhi;       /* expiry: largest delta served */
+	_Atomic int64_t dmin;      /* smallest delta served; [dmin, dlo) clamps to dlo */
+	_Atomic uint64_t due_ns;   /* KERNEL/TRANSIT: kernel MONOTONIC at which a windup is due */
+	/* --- line 5: coarse, kernel-mode and transition data --- */
+	_Atomic uint64_t coarse;   /* line 0 value at the writer's sample, ns */
+	_Atomic uint64_t tick;     /* kernel MONOTONIC_COARSE at the sample (local freshness) */
+	_Atomic uint64_t floor[TH_NLINES]; /* KERNEL/TRANSIT: least value served */
+	_Atomic uint64_t guard[TH_NLINES]; /* TRANSIT: kernel values above must be announced */
+	struct th_ts coarse_at[2]; /* coarse as MONOTONIC and REALTIME (sec, nsec) */
+	_Atomic uint64_t spare1[2];
+};
+
+_Static_assert(sizeof(struct th_ts) == 16, "record layout is ABI");
+_Static_assert(offsetof(struct th_rec, at) == 64, "record layout is ABI");
+_Static_assert(offsetof(struct th_rec, mono_ns) == 160, "record layout is ABI");
+_Static_assert(offsetof(struct th_rec, coarse) == 224, "record layout is ABI");
+_Static_assert(sizeof(struct th_rec) == 320, "record layout is ABI");
+
+/* A reader's private copy of a record: plain integers, taken under the
+ * generation protocol by th_snapshot(). */
+struct th_snap {
+	uint32_t gen;
+	uint16_t kind, epoch;
+	uint64_t anchor;
+	int64_t dlo, ddue, dhi, dmin;
+	uint64_t ns[TH_NLINES];
+	uint32_t frac[TH_NLINES];
+	int64_t lo[TH_NLINES], hi[TH_NLINES];
+	int64_t off_real, off_boot, off_tai;
+	uint64_t coarse, tick;
+	uint64_t floor[TH_NLINES], guard[TH_NLINES];
+	uint64_t due_ns;
+	uint64_t cur; /* the timeline word the record was found through */
+};
+
+/*
+ * The timeline word `cur` packs: slot (bits 0-7) | sequence (8-39) |
+ * announce count (40-63). Readers find the current record through the slot.
+ * The announce count is bumped by slow-path readers that return a kernel value
+ * a pending windup may not know of (see th_announce); it sits in the top bits
+ * so that it wraps without touching the rest. A writer commits with a
+ * compare-and-swap against the word it read *before* taking its kernel sample,
+ * so a commit and an announcement are linearised: either the reader's value is
+ * older than the writer's sample, or the commit fails and the writer samples
+ * again.
+ */
+#define TH_CUR_SLOT(w) ((unsigned)((w) & 0xffu))
+#define TH_CUR_SEQ(w) ((uint32_t)((w) >> 8))
+#define TH_CUR_ANN_ONE ((uint64_t)1 << 40)
+#define TH_CUR_ID(w) ((w) & (((uint64_t)1 << 40) - 1)) /* slot and sequence */
+#define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))
+
+struct th_timeline {
+	_Atomic uint64_t cur;
+	uint8_t pad[56];
+	struct th_rec ring[TH_RING];
+};
+
+_Static_assert(sizeof(struct th_timeline) == 64 + TH_RING * sizeof(struct th_rec), "timeline layout is ABI");
+
+/* ------------------------------------------------------------------ math */
+
+/* F on line l of a snapshot at counter delta d (already inside the window). */
+static inline uint64_t th_line_eval(const struct th_snap *s, int l, int64_t d)
+{
+	int64_t rate = d < 0 ? s->lo[l] : s->hi[l];
+	__int128 x = (__int128)d * rate + s->frac[l];
+	/* Arithmetic shift floors, also for negative products: the writer's
+	 * carry of the fraction into the next anchor uses the same floor, which
+	 * is what makes consecutive records agree exactly. */
+	return s->ns[l] + (uint64_t)(int64_t)(x >> 32);
+}
+
+/* Anchor of a continuation: F at delta d from s, as (ns, frac). */
+static inline void th_line_at(uint64_t ns, uint32_t frac, int64_t rate, int64_t d,
+			      uint64_t *out_ns, uint32_t *out_frac)
+{
+	__int128 x = (__int128)d * rate + frac;
+	*out_ns = ns + (uint64_t)(int64_t)(x >> 32);
+	*out_frac = (uint32_t)(x & 0xffffffffu);
+}
+
+/* ------------------------------------------------------------ reader side */
+
+#define TH_READ_TRIES 16 /* then the slow path: a reader never waits for a writer */
+
+/*
+ * Copy the current record of a timeline. Returns 0, or -1 when no consistent
+ * copy was obtained within TH_READ_TRIES (a writer rewriting the slot under
+ * us every time, or an empty timeline). *retries counts the failed attempts.
+ *
+ * Pairing: the acquire load of `cur` pairs with the writer's release CAS in
+ * th_commit (the record's contents are visible once the slot is named); the
+ * acquire load of `gen` pairs with the writer's release store of the new gen;
+ * the acquire fence before the re-load of `gen` pairs with the writer's
+ * release fence after it set gen = 0, so a copy that overlapped a rewrite
+ * always sees the generation change (seqlock protocol, C11 fences).
+ */
+static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigned *retries)
+{
+	for (unsigned t = 0; t < TH_READ_TRIES; t++) {
+		TH_STEP("read_cur");
+		uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+		struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
+		TH_STEP("read_gen");
+		uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+		if (g == 0) {
+			++*retries;
+			continue;
+		}
+		TH_STEP("read_fields");
+		s->kind = atomic_load_explicit(&r->kind, memory_order_relaxed);
+		s->epoch = atomic_load_explicit(&r->epoch, memory_order_relaxed);
+		s->anchor = atomic_load_explicit(&r->anchor, memory_order_relaxed);
+		s->dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
+		s->ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
+		s->ns[TH_MONO] = atomic_load_explicit(&r->mono_ns, memory_order_relaxed);
+		s->lo[TH_MONO] = atomic_load_explicit(&r->mono_lo, memory_order_relaxed);
+		s->hi[TH_MONO] = atomic_load_explicit(&r->mono_hi, memory_order_relaxed);
+		s->frac[TH_MONO] = atomic_load_explicit(&r->mono_frac, memory_order_relaxed);
+		s->frac[TH_RAW] = atomic_load_explicit(&r->raw_frac, memory_order_relaxed);
+		s->off_real = atomic_load_explicit(&r->off_real, memory_order_relaxed);
+		s->off_boot = atomic_load_explicit(&r->off_boot, memory_order_relaxed);
+		s->off_tai = atomic_load_explicit(&r->off_tai, memory_order_relaxed);
+		s->dhi = atomic_load_explicit(&r->dhi, memory_order_relaxed);
+		s->dmin = atomic_load_explicit(&r->dmin, memory_order_relaxed);
+		s->ns[TH_RAW] = atomic_load_explicit(&r->raw_ns, memory_order_relaxed);
+		s->lo[TH_RAW] = atomic_load_explicit(&r->raw_lo, memory_order_relaxed);
+		s->hi[TH_RAW] = atomic_load_explicit(&r->raw_hi, memory_order_relaxed);
+		s->coarse = atomic_load_explicit(&r->coarse, memory_order_relaxed);
+		s->tick = atomic_load_explicit(&r->tick, memory_order_relaxed);
+		for (int l = 0; l < TH_NLINES; l++) {
+			s->floor[l] = atomic_load_explicit(&r->floor[l], memory_order_relaxed);
+			s->guard[l] = atomic_load_explicit(&r->guard[l], memory_order_relaxed);
+		}
+		s->due_ns = atomic_load_explicit(&r->due_ns, memory_order_relaxed);
+		/* Orders the field loads above before the gen re-load below;
+		 * pairs with the release fence in th_commit after gen = 0. */
+		atomic_thread_fence(memory_order_acquire);
+		TH_STEP("recheck_gen");
+		if (atomic_load_explicit(&r->gen, memory_order_relaxed) == g && s->kind != TH_REC_EMPTY) {
+			s->gen = g;
+			s->cur = cur;
+			return 0;
+		}
+		++*retries;
+	}
+	return -1;
+}
+
+/* The largest line value a LINE record can ever return (at its expiry), or
+ * the floor of a KERNEL/TRANSIT record. */
+static inline uint64_t th_snap_ceiling(const struct th_snap *s, int l)
+{
+	if (s->kind == TH_REC_LINE)
+		return th_line_eval(s, l, s->dhi);
+	return s->floor[l];
+}
+
+/* ------------------------------------------------------------ writer side */
+
+/* Record contents as the writer builds them (plain integers). */
+struct th_rec_val {
+	uint16_t kind, epoch;
+	uint64_t anchor;
+	int64_t dlo, ddue, dhi, dmin;
+	uint64_t ns[TH_NLINES];
+	uint32_t frac[TH_NLINES];
+	int64_t lo[TH_NLINES], hi[TH_NLINES];
+	int64_t off_real, off_boot, off_tai;
+	uint64_t coarse, tick;
+	uint64_t floor[TH_NLINES], guard[TH_NLINES];
+	uint64_t due_ns;
+};
+
+void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);
+
+/*
+ * Publish v as the successor of the timeline word `expect`. The record is
+ * written into the slot after the current one (never the slot `cur` names,
+ * so no reader is told to use a record while it is written), then `cur` is
+ * swung with a compare-and-swap against `expect`. Returns 0 on success, -1 if
+ * `cur` changed since `expect` was read (a commit or an announcement): the
+ * record was written into a slot nobody uses and is simply abandoned.
+ * Only one writer per timeline at a time (the caller holds the windup lock,
+ * or is the daemon).
+ */
+int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *v);
+
+/* Publish v whatever `cur` holds now (kernel-mode records, which are valid
+ * whatever slow-path readers returned). Returns the new word. */
+uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v);
+
+/*
+ * A slow-path reader that returns a kernel value above what the record it
+ * holds guarantees (a LINE past its expiry, or a TRANSIT above its guard)
+ * announces itself: this bumps the announce count so that a writer that
+ * sampled the kernel earlier cannot commit. Returns 1 if the record word the
+ * reader held (`seen`) was still current, i.e. the value may be returned; 0 if
+ * a new record was committed meanwhile (re-read through it).
+ */
+static inline int th_announce(struct th_timeline *tl, uint64_t seen)
+{
+	TH_STEP("announce");
+	/* acq_rel: the kernel read before this RMW is ordered before it
+	 * (release), and a writer that reads `cur` after it (acquire in the
+	 * writer's load) samples the kernel later. */
+	uint64_t old = atomic_fetch_add_explicit(&tl->cur, TH_CUR_ANN_ONE, memory_order_acq_rel);
+	return TH_CUR_ID(old) == TH_CUR_ID(seen);
+}
+
+#endif /* TH_CORE_RECORD_H */

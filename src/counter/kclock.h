@@ -1,0 +1,42 @@
+/*
+ * The kernel's clocks, read without going through libc: the vDSO entry points
+ * found from the auxiliary vector, else raw system calls. Never dlsym, never
+ * allocation, safe before any constructor and from a signal handler, and
+ * immune to an LD_PRELOAD that interposes libc's clock functions.
+ */
+#ifndef TH_COUNTER_KCLOCK_H
+#define TH_COUNTER_KCLOCK_H
+
+#include <time.h>
+#include <sys/time.h>
+
+typedef int (*th_vdso_clock_gettime_fn)(clockid_t, struct timespec *);
+typedef int (*th_vdso_gettimeofday_fn)(struct timeval *, void *);
+typedef time_t (*th_vdso_time_fn)(time_t *);
+typedef int (*th_vdso_clock_getres_fn)(clockid_t, struct timespec *);
+
+struct th_vdso {
+	th_vdso_clock_gettime_fn clock_gettime;
+	th_vdso_gettimeofday_fn gettimeofday;
+	th_vdso_time_fn time;
+	th_vdso_clock_getres_fn clock_getres;
+};
+
+/* Filled by th_kclock_init(); all NULL where there is no vDSO. */
+extern struct th_vdso th_vdso;
+
+void th_kclock_init(void);
+
+/* The kernel's clock_gettime, exact result; sets errno like libc on error. */
+int th_kclock_gettime(clockid_t id, struct timespec *ts);
+int th_kclock_getres(clockid_t id, struct timespec *ts);
+int th_kgettimeofday(struct timeval *tv, void *tz);
+time_t th_ktime(time_t *t);
+
+/* Raw system calls, for a caller that must not touch the vDSO. */
+int th_sys_clock_gettime(clockid_t id, struct timespec *ts);
+
+/* Look a symbol up in an ELF image mapped like the vDSO (tests). */
+void *th_vdso_lookup(const void *base, const char *name);
+
+#endif

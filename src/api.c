@@ -9,6 +9,7 @@
 
 #include "attach/proc.h"
 #include "cputime/cputime.h"
+#include "kclock.h"
 #include "timehands.h"
 
 #define TH_API __attribute__((visibility("default")))
@@ -164,7 +165,7 @@ TH_API time_t th_time(time_t *t)
 {
 	/* Valid in a fork child too: the floor is the same process history,
 	 * and the kernel's second is the kernel's. */
-	th_vdso_time_fn kt = th_vdso.time;
+	time_t (*kt)(time_t *) = th_hw_ktime_fn();
 	if (TH_LIKELY(kt != NULL)) {
 		time_t tk = kt(NULL);
 		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);

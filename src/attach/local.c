@@ -121,8 +121,10 @@ static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int ful
 	if (!full)
 		return;
 	/* REALTIME and BOOTTIME against MONOTONIC read just before and after;
-	 * the narrower of two brackets is kept. */
-	for (int i = 0; i < 2; i++) {
+	 * the narrowest bracket is kept, taken again while it is wider than the
+	 * sample error allowed (an interrupted bracket), at most 8 times. */
+	int64_t maxhw = (int64_t)p->disc.cfg.max_sample_err_ns;
+	for (int i = 0; i < 8; i++) {
 		int64_t m1 = kread_ns(CLOCK_MONOTONIC);
 		int64_t r = kread_ns(CLOCK_REALTIME);
 		int64_t m2 = kread_ns(CLOCK_MONOTONIC);
@@ -137,11 +139,9 @@ static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int ful
 			s->off_boot = b - (m2 + m3) / 2;
 			s->off_boot_hw = hw_b;
 		}
-		if (p->min_off_hw && hw_r <= p->min_off_hw * 2 && hw_b <= p->min_off_hw * 2)
+		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
 			break;
 	}
-	if (!p->min_off_hw || s->off_real_hw < p->min_off_hw)
-		p->min_off_hw = s->off_real_hw;
 	int64_t r = kread_ns(CLOCK_REALTIME);
 	int64_t t = kread_ns(CLOCK_TAI);
 	/* TAI - REALTIME is a whole number of seconds in the kernel. */
@@ -202,45 +202,96 @@ static void publish_kernel(struct th_proc *p, const struct th_snap *prev, const 
 	th_commit_force(&p->tl, &v);
 }
 
+static void snap_from_val(const struct th_rec_val *v, uint64_t cur, struct th_snap *out)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = v->kind;
+	out->epoch = v->epoch;
+	out->coarse = v->coarse;
+	out->tick = v->tick;
+	out->due_ns = v->due_ns;
+	for (int l = 0; l < TH_NLINES; l++) {
+		out->ceil[l] = v->ceil[l];
+		out->guard[l] = v->guard[l];
+		out->bound[l] = v->bound[l];
+	}
+	out->cur = cur;
+}
+
 /*
- * Install a fresh line through a TRANSIT record (kernel -> line, or a line
- * that expired before its successor was committed). Returns 0 on success.
+ * Install a fresh line (kernel -> line, or after a line expired before its
+ * successor was committed). Returns 0 once committed, -1 if a kernel-mode
+ * record was left in force instead (retried at its due time).
+ *
+ * 1. The old ceiling C must not be ahead of the kernel, or the line would
+ *    start ahead of it: if it is (a counter jump, a line that ran ahead),
+ *    publish KERNEL due when the kernel reaches C.
+ * 2. Publish TRANSIT with guard G = phi(k_g) + guard_ns, k_g read before.
+ * 3. Read the kernel again: if it is already past G the writer was stalled
+ *    between k_g and the publication, and a reader of the older record may
+ *    have returned up to that: start over with a higher guard. Otherwise
+ *    every reader of an older record read the kernel before TRANSIT was
+ *    visible, hence below G.
+ * 4. Sample and commit the line (starting at max(kernel, G)) with a
+ *    compare-and-swap: a TRANSIT reader that saw more than G announced
+ *    itself and makes it fail.
  */
 static int install_line(struct th_proc *p, const struct th_snap *prev, int have_prev)
 {
-	struct th_snap base = {0};
+	struct th_snap base;
+	memset(&base, 0, sizeof base);
 	if (have_prev)
 		base = *prev;
-	for (int attempt = 0; attempt < 3; attempt++) {
+	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
-		/* The guard: the kernel's value now, read before the TRANSIT
-		 * record is published, plus a lead covering the few hundred ns
-		 * until the line is committed. */
 		memset(&g, 0, sizeof g);
 		g.mono = kread_ns(CLOCK_MONOTONIC);
 		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
-		struct th_rec_val t;
-		th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
+		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		struct th_rec_val v;
+		uint64_t ahead = 0;
+		if (have_prev) {
+			uint64_t cm = th_snap_ceiling(&base, TH_MONO), cr = th_snap_ceiling(&base, TH_RAW);
+			uint64_t am = cm > (uint64_t)g.mono ? cm - (uint64_t)g.mono : 0;
+			uint64_t ar = cr > (uint64_t)g.raw ? cr - (uint64_t)g.raw : 0;
+			ahead = am > ar ? am : ar;
+		}
+		if (ahead > p->disc.cfg.guard_ns) {
+			th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, ahead, 0, &v);
+			th_commit_force(&p->tl, &v);
+			return -1;
+		}
+		th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &v);
 		TH_STEP("transit");
-		th_commit_force(&p->tl, &t);
-		/* The TRANSIT record is now the base for a retry. */
+		uint64_t tw = th_commit_force(&p->tl, &v);
+		snap_from_val(&v, tw, &base);
 		have_prev = 1;
-		base.kind = TH_REC_TRANSIT;
-		for (int l = 0; l < TH_NLINES; l++)
-			base.floor[l] = t.floor[l];
-
-		/* Acquire: the sample below is taken after this load; a reader
-		 * that announces after it makes the commit fail, one that
+		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
+		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW])
+			continue; /* stalled since k_g */
+		/* Acquire: the sample below comes after this load; a TRANSIT
+		 * reader that announces after it makes the commit fail, one that
 		 * announced before it read the kernel before our sample. */
 		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		struct th_sample s;
 		take_sample(p, &s, 1, 0);
-		s.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
-		struct th_rec_val v;
-		th_plan_fresh(&p->disc, &s, t.guard, &v);
+		s.tick = g.tick;
+		if ((double)s.width * p->disc.line[TH_MONO].rate > 2 * p->disc.cfg.max_sample_err_ns ||
+		    (double)s.width_raw * p->disc.line[TH_RAW].rate > 2 * p->disc.cfg.max_sample_err_ns)
+			continue; /* preempted inside the sandwich */
+		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
+		th_plan_fresh(&p->disc, &s, guard, &v);
 		if (th_commit(&p->tl, x, &v) == 0)
 			return 0;
 	}
+	struct th_rec_val k;
+	struct th_sample g;
+	memset(&g, 0, sizeof g);
+	g.mono = kread_ns(CLOCK_MONOTONIC);
+	g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
+	g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+	th_plan_kernel(&p->disc, &base, &g, p->tick_ns, 0, &k);
+	th_commit_force(&p->tl, &k);
 	return -1;
 }
 
@@ -269,6 +320,7 @@ static void windup_locked(struct th_proc *p)
 	int fl = th_disc_observe(&p->disc, &smp, have ? &s : NULL);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
 	if (fl & TH_OBS_JUMP) {
+		TH_STEP("jump");
 		note_jump(p, (uint64_t)smp.mono);
 		if (p->distrust_until)
 			ctr = 0;
@@ -285,6 +337,7 @@ static void windup_locked(struct th_proc *p)
 		return;
 	}
 	if (!th_disc_ready(&p->disc)) {
+		TH_STEP("calibrate");
 		/* No frequency yet: the kernel serves until a second sample,
 		 * calib_ns later, gives the rate. No blocking calibration. */
 		publish_kernel(p, have ? &s : NULL, &smp, p->disc.cfg.calib_ns);
@@ -295,7 +348,8 @@ static void windup_locked(struct th_proc *p)
 		if (d >= s.dmin && d <= s.dhi) {
 			struct th_rec_val v;
 			TH_STEP("plan");
-			if (d >= 0)
+			/* A sample too wide to steer by only refreshes. */
+			if (d >= 0 && !(fl & TH_OBS_BAD))
 				th_plan_next(&p->disc, &s, &smp, &v);
 			else
 				th_plan_refresh(&p->disc, &s, &smp, &v);
@@ -304,12 +358,13 @@ static void windup_locked(struct th_proc *p)
 			/* An announcement: the record expired while we worked. */
 		}
 	}
-	if (install_line(p, &s, have) != 0) {
-		struct th_snap t;
-		unsigned r2 = 0;
-		int have_t = th_snapshot(&p->tl, &t, &r2) == 0;
-		publish_kernel(p, have_t ? &t : NULL, &smp, p->tick_ns);
+	if (fl & TH_OBS_BAD) {
+		/* No line is started from a wide sandwich; the next read
+		 * after the due time tries again. */
+		publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		return;
 	}
+	install_line(p, &s, have);
 }
 
 int th__windup_try(void)
@@ -336,6 +391,23 @@ int th__windup_try(void)
 
 /* ------------------------------------------------------------------ attach */
 
+static void reset_writer(struct th_proc *p)
+{
+	struct th_disc_config dc;
+	th_disc_config_default(&dc, p->tick_ns);
+	if (p->trust.nominal_hz > 0)
+		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
+	th_disc_init(&p->disc, &dc);
+	p->counter_usable = p->trust.usable;
+	p->min_width = ~(uint64_t)0;
+	memset(p->jumps, 0, sizeof p->jumps);
+	p->distrust_until = 0;
+	p->distrust_ns = 0;
+	p->reason[0] = 0;
+	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
+}
+
+#ifndef TH_SIM
 static const char *env_get(const char *name, void *ctx)
 {
 	(void)ctx;
@@ -348,24 +420,6 @@ static void atfork_child(void)
 	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
 }
 
-static void reset_writer(struct th_proc *p)
-{
-	struct th_disc_config dc;
-	th_disc_config_default(&dc, p->tick_ns);
-	if (p->trust.nominal_hz > 0)
-		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
-	th_disc_init(&p->disc, &dc);
-	p->counter_usable = p->trust.usable;
-	p->min_width = ~(uint64_t)0;
-	p->min_off_hw = 0;
-	memset(p->jumps, 0, sizeof p->jumps);
-	p->distrust_until = 0;
-	p->distrust_ns = 0;
-	p->reason[0] = 0;
-	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
-}
-
-#ifndef TH_SIM
 static struct th_wipe *map_wipe_page(void)
 {
 	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -414,6 +468,20 @@ void th_sim_first_attach(struct th_proc *p);
 static void first_attach(struct th_proc *p)
 {
 	th_sim_first_attach(p);
+}
+
+/* Start a new simulated process: no records, nothing attached. */
+void th_sim_reset_process(void)
+{
+	memset(&th__P, 0, sizeof th__P);
+	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
+	atomic_store_explicit(&th__wipe, &wipe_static, memory_order_relaxed);
+}
+
+/* A fork: the child keeps the records and loses its other threads. */
+void th_sim_fork_child(void)
+{
+	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
 }
 #endif
 
@@ -478,18 +546,21 @@ void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 }
 
 /*
- * Kernel-served value for a KERNEL/TRANSIT record or an expired LINE. Returns
- * 1 with *v set, 0 if the caller must read again (a new record appeared).
+ * Kernel-served value for a KERNEL/TRANSIT record or an expired LINE: phi of
+ * the kernel's reading (record.h). Returns 1 with *v set, 0 if the caller must
+ * read again (a new record appeared).
  */
 static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, uint64_t *v)
 {
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
-	uint64_t ceil = th_snap_ceiling(s, line);
-	uint64_t val = k > ceil ? k : ceil;
+	uint64_t C = th_snap_ceiling(s, line);
+	uint64_t val = th_phi(k, C, s->bound[line]);
 	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
+	/* The kernel's counter read happens before what follows. */
+	th_hw_order_after_kread();
 	switch (s->kind) {
 	case TH_REC_LINE: /* expired: a windup may be pending with an older sample */
-		if (k > ceil && !th_announce(&p->tl, s->cur))
+		if (k > C && !th_announce(&p->tl, s->cur))
 			return 0;
 		break;
 	case TH_REC_TRANSIT:
@@ -497,7 +568,6 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 			return 0;
 		break;
 	default: { /* KERNEL: no writer pending; make sure none started before our read */
-		th_hw_order_after_kread();
 		uint64_t now = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		if (TH_CUR_ID(now) != TH_CUR_ID(s->cur))
 			return 0;
@@ -548,11 +618,10 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			return 0;
 		}
 	}
-	/* Records changed under us four times: serve the kernel, raised to the
-	 * last record's ceiling (never below anything returned before). */
+	/* Records changed under us four times: serve phi of the last one
+	 * (never below anything returned before it). */
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
-	uint64_t ceil = have ? th_snap_ceiling(&s, line) : 0;
-	*ns = (k > ceil ? k : ceil) + (have ? (uint64_t)snap_offset(&s, sel) : 0);
+	*ns = have ? th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel) : k;
 	return 0;
 }
 
@@ -593,9 +662,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		if (s.kind != TH_REC_LINE) {
-			/* Kernel mode: the kernel's coarse clock, floored. */
+			/* Kernel mode: phi of the kernel's coarse clock, never below
+			 * an earlier coarse value. */
 			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
-			uint64_t v = k > s.floor[TH_MONO] ? k : s.floor[TH_MONO];
+			uint64_t v = th_phi(k, s.ceil[TH_MONO], s.bound[TH_MONO]);
+			if (v < s.coarse)
+				v = s.coarse;
 			if (v < cf)
 				v = cf;
 			if (k >= s.due_ns)

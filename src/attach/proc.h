@@ -56,7 +56,6 @@ struct th_proc {
 	int counter_usable;    /* trust, possibly revoked while running */
 	struct th_disc disc;
 	uint64_t min_width;    /* narrowest counter sandwich seen */
-	int64_t min_off_hw;
 	uint64_t jumps[3];     /* kernel MONOTONIC of the last discontinuities */
 	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
 	uint64_t distrust_ns;

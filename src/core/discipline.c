@@ -20,6 +20,7 @@ void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns)
 	cfg->max_slew = 500e-6;
 	cfg->calib_ns = 50000;
 	cfg->jump_ns = 20000;
+	cfg->max_sample_err_ns = 400.0;
 }
 
 void th_disc_init(struct th_disc *d, const struct th_disc_config *cfg)
@@ -52,15 +53,21 @@ static void line_restart(struct th_disc *d, struct th_line_disc *L, uint64_t c, 
 	L->have = 0;
 	L->ref_c = L->mid_c = c;
 	L->ref_k = L->mid_k = k;
-	L->ref_e = L->mid_e = e;
+	L->ref_e = L->mid_e = L->last_e = e;
 }
 
+static double sample_err(const struct th_disc *d, const struct th_line_disc *L, uint64_t width)
+{
+	return (double)width * 0.5 * rate_guess(d, L) + 1.0;
+}
+
+/* Returns TH_OBS_JUMP or TH_OBS_RATE flags. */
 static int observe_line(struct th_disc *d, int l, uint64_t c, uint64_t width, int64_t k,
 			const struct th_snap *cur)
 {
 	struct th_line_disc *L = &d->line[l];
-	double e = (double)width * 0.5 * rate_guess(d, L) + 1.0;
-	int jump = 0;
+	double e = sample_err(d, L, width);
+	int jump = 0, flags = 0;
 
 	if (cur && cur->kind == TH_REC_LINE) {
 		int64_t dc = (int64_t)(c - cur->anchor);
@@ -83,12 +90,31 @@ static int observe_line(struct th_disc *d, int l, uint64_t c, uint64_t width, in
 			jump = 1;
 		} else if (L->have) {
 			double dev = (double)dk - (double)dc * L->rate;
-			double allowed = (double)d->cfg.jump_ns + (L->unc + DRIFT_ALLOWANCE) * (double)dk;
-			if (fabs(dev) > allowed)
+			double allowed = (double)d->cfg.jump_ns + L->last_e + e +
+					 (L->unc + DRIFT_ALLOWANCE) * (double)dk;
+			if (fabs(dev) > allowed) {
 				jump = 1;
+			} else if (dk >= (int64_t)d->cfg.calib_ns) {
+				/* The kernel's rate changed (a slew started or
+				 * stopped) if the rate since the last sample is
+				 * outside what both uncertainties explain: restart
+				 * the baseline there instead of averaging the old
+				 * rate in for another second or two. */
+				double rs = (double)dk / (double)dc;
+				double us = (L->last_e + e) / (double)dk;
+				if (fabs(rs - L->rate) / L->rate > 3.0 * (us + L->unc) + 2e-6) {
+					L->ref_c = L->mid_c = L->last_c;
+					L->ref_k = L->mid_k = L->last_k;
+					L->ref_e = L->mid_e = L->last_e;
+					L->rate = rs;
+					L->unc = us;
+					flags |= TH_OBS_RATE;
+				}
+			}
 		}
 		if (jump) {
 			line_restart(d, L, c, k, e);
+			flags |= TH_OBS_JUMP;
 		} else {
 			int64_t dkr = k - L->ref_k;
 			int64_t dcr = (int64_t)(c - L->ref_c);
@@ -114,48 +140,67 @@ static int observe_line(struct th_disc *d, int l, uint64_t c, uint64_t width, in
 	}
 	L->last_c = c;
 	L->last_k = k;
-	return jump;
+	L->last_e = e;
+	return flags;
 }
 
 int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct th_snap *cur)
 {
 	int flags = 0;
 	if (s->counter_ok) {
-		int j0 = observe_line(d, TH_MONO, s->c, s->width, s->mono, cur);
-		int j1 = observe_line(d, TH_RAW, s->c_raw, s->width_raw, s->raw, cur);
-		if (j0 || j1) {
-			/* Both lines share one anchor: relearn both. */
-			if (!j0)
-				line_restart(d, &d->line[TH_MONO], s->c, s->mono, 1.0);
-			if (!j1)
-				line_restart(d, &d->line[TH_RAW], s->c_raw, s->raw, 1.0);
-			d->resyncs++;
-			flags |= TH_OBS_JUMP;
+		if (sample_err(d, &d->line[TH_MONO], s->width) > d->cfg.max_sample_err_ns ||
+		    sample_err(d, &d->line[TH_RAW], s->width_raw) > d->cfg.max_sample_err_ns) {
+			/* preempted inside the sandwich: this sample says little */
+			flags |= TH_OBS_BAD;
+		} else {
+			int f0 = observe_line(d, TH_MONO, s->c, s->width, s->mono, cur);
+			int f1 = observe_line(d, TH_RAW, s->c_raw, s->width_raw, s->raw, cur);
+			if ((f0 | f1) & TH_OBS_JUMP) {
+				/* Both lines share one anchor: relearn both. */
+				if (!(f0 & TH_OBS_JUMP))
+					line_restart(d, &d->line[TH_MONO], s->c, s->mono, 1.0);
+				if (!(f1 & TH_OBS_JUMP))
+					line_restart(d, &d->line[TH_RAW], s->c_raw, s->raw, 1.0);
+				d->resyncs++;
+			}
+			flags |= f0 | f1;
 		}
 	}
 
-	int64_t off_tai;
 	if (!d->have_offsets) {
 		d->have_offsets = 1;
 		d->off_real = s->off_real;
+		d->off_real_hw = s->off_real_hw;
 		d->off_boot = s->off_boot;
+		d->off_boot_hw = s->off_boot_hw;
 		d->off_tai = s->off_real + s->tai_sec * 1000000000LL;
 		return flags;
 	}
 	/* Offsets are held constant unless the new bracket excludes the held
-	 * value: measurement noise must never move REALTIME backwards. */
+	 * value (the kernel changed it): measurement noise must never move
+	 * REALTIME backwards. A much tighter bracket may move a held value
+	 * forwards, never backwards. */
 	int64_t dr = s->off_real - d->off_real;
-	if (dr > s->off_real_hw * 2 + 2 || dr < -(s->off_real_hw * 2 + 2)) {
+	int64_t tol = s->off_real_hw + d->off_real_hw + 2;
+	if (dr > tol || dr < -tol) {
 		d->off_real = s->off_real;
+		d->off_real_hw = s->off_real_hw;
 		d->epoch++;
 		flags |= TH_OBS_STEP;
+	} else if (dr > 0 && s->off_real_hw * 2 < d->off_real_hw) {
+		d->off_real = s->off_real;
+		d->off_real_hw = s->off_real_hw;
 	}
 	int64_t db = s->off_boot - d->off_boot;
-	if (db > s->off_boot_hw * 2 + 2) { /* BOOTTIME only ever moves forward (resume) */
+	if (db > s->off_boot_hw + d->off_boot_hw + 2) { /* BOOTTIME only ever moves forward (resume) */
 		d->off_boot = s->off_boot;
+		d->off_boot_hw = s->off_boot_hw;
 		flags |= TH_OBS_OFFSETS;
+	} else if (db > 0 && s->off_boot_hw * 2 < d->off_boot_hw) {
+		d->off_boot = s->off_boot;
+		d->off_boot_hw = s->off_boot_hw;
 	}
-	off_tai = d->off_real + s->tai_sec * 1000000000LL;
+	int64_t off_tai = d->off_real + s->tai_sec * 1000000000LL;
 	if (off_tai != d->off_tai) {
 		d->off_tai = off_tai;
 		flags |= TH_OBS_OFFSETS;
@@ -202,6 +247,17 @@ static double steer(const struct th_disc *d, double rate, double err_ns, double 
 	return rate * (1.0 + slew);
 }
 
+/* How far line l may drift from the kernel while this record can be used:
+ * 1 us, the residual error, and what the rate's uncertainty plus a kernel
+ * frequency change of up to DRIFT_ALLOWANCE can add over `span_ns`. */
+static uint32_t err_bound(const struct th_disc *d, int l, double err_ns, double span_ns)
+{
+	double b = 1000.0 + fabs(err_ns) + (d->line[l].unc + DRIFT_ALLOWANCE) * span_ns;
+	if (b > 1e6)
+		b = 1e6;
+	return (uint32_t)b;
+}
+
 static void common_fields(struct th_disc *d, const struct th_sample *s, struct th_rec_val *out)
 {
 	out->epoch = d->epoch;
@@ -246,9 +302,10 @@ void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_
 		uint64_t cl = l == TH_MONO ? s->c : s->c_raw;
 		int64_t kl = l == TH_MONO ? s->mono : s->raw;
 		/* line minus predicted kernel at the new anchor, in ns */
-		double err = (double)(int64_t)(ns - (uint64_t)kl) + (double)frac / Q32 -
-			     (double)(int64_t)(anchor - cl) * L->rate;
+		double lead = (double)(int64_t)(anchor - cl) * L->rate;
+		double err = (double)(int64_t)(ns - (uint64_t)kl) + (double)frac / Q32 - lead;
 		out->hi[l] = q32(steer(d, L->rate, err, wns));
+		out->bound[l] = err_bound(d, l, err, (lead > 0 ? lead : 0) + wns);
 	}
 
 	int64_t tol = (int64_t)((double)d->cfg.tol_ns / d->line[TH_MONO].rate);
@@ -301,6 +358,7 @@ void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t 
 		out->lo[l] = 0; /* counters just below the anchor clamp to it */
 		double err = (double)(int64_t)(v - (uint64_t)kl) - lead;
 		out->hi[l] = q32(steer(d, L->rate, err, wns));
+		out->bound[l] = err_bound(d, l, err, wns);
 	}
 	int64_t tol = (int64_t)((double)d->cfg.tol_ns / d->line[TH_MONO].rate);
 	out->dlo = -tol;
@@ -314,17 +372,17 @@ void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct 
 	memset(out, 0, sizeof *out);
 	out->kind = guard_ns ? TH_REC_TRANSIT : TH_REC_KERNEL;
 	common_fields(d, s, out);
+	int have = prev && prev->kind != TH_REC_EMPTY;
 	for (int l = 0; l < TH_NLINES; l++) {
-		uint64_t f = 0;
-		if (prev && prev->kind != TH_REC_EMPTY)
-			f = th_snap_ceiling(prev, l);
-		out->floor[l] = f;
+		/* C and bound carry forward, so that phi never decreases */
+		out->ceil[l] = have ? th_snap_ceiling(prev, l) : 0;
+		out->bound[l] = have ? prev->bound[l] : 1000;
 		if (guard_ns) {
 			uint64_t k = (uint64_t)(l == TH_MONO ? s->mono : s->raw);
-			out->guard[l] = (k > f ? k : f) + guard_ns;
+			out->guard[l] = th_phi(k, out->ceil[l], out->bound[l]) + guard_ns;
 		}
 	}
-	out->coarse = out->floor[TH_MONO];
+	out->coarse = have ? prev->coarse : 0;
 	out->due_ns = (uint64_t)s->mono + due_in_ns;
 	/* empty fast window: every read goes through the kernel path */
 	out->dlo = 0;

@@ -38,7 +38,7 @@ struct th_line_disc {
 	double unc;        /* relative uncertainty of rate */
 	uint64_t ref_c, mid_c, last_c;
 	int64_t ref_k, mid_k, last_k;
-	double ref_e, mid_e; /* sample errors, ns */
+	double ref_e, mid_e, last_e; /* sample errors, ns */
 	int have_last;
 	double err_ns;     /* line minus kernel at the last sample */
 };
@@ -54,6 +54,7 @@ struct th_disc_config {
 	double max_slew;         /* relative rate change allowed for steering */
 	uint64_t calib_ns;       /* first samples at least this far apart when no frequency is published */
 	uint64_t jump_ns;        /* deviation that is a discontinuity, not drift */
+	double max_sample_err_ns; /* a wider counter/kernel sandwich is not used */
 };
 
 struct th_disc {
@@ -61,6 +62,7 @@ struct th_disc {
 	struct th_line_disc line[TH_NLINES];
 	int have_offsets;
 	int64_t off_real, off_boot, off_tai;
+	int64_t off_real_hw, off_boot_hw; /* uncertainty of the held offsets */
 	uint16_t epoch;          /* bumped when REALTIME was stepped */
 	uint64_t resyncs;        /* discontinuities seen */
 	uint64_t window_ns;      /* window of the last planned line record */
@@ -70,7 +72,9 @@ struct th_disc {
 enum {
 	TH_OBS_JUMP = 1,        /* counter and kernel disagree: re-anchor, relearn the rate */
 	TH_OBS_STEP = 2,        /* REALTIME offset changed (epoch bumped) */
-	TH_OBS_OFFSETS = 4      /* BOOTTIME or TAI offset changed */
+	TH_OBS_OFFSETS = 4,     /* BOOTTIME or TAI offset changed */
+	TH_OBS_BAD = 8,         /* sandwich too wide: not used for the lines */
+	TH_OBS_RATE = 16        /* the kernel's rate changed: baseline restarted */
 };
 
 void th_disc_init(struct th_disc *d, const struct th_disc_config *cfg);
@@ -98,9 +102,9 @@ void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct 
 void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
 		   struct th_rec_val *out);
 
-/* Kernel-mode record: floors from the previous record (or 0), a windup due
- * `due_in_ns` after the sample. guard_ns == 0: a plain KERNEL record; otherwise
- * a TRANSIT record whose guards are floor/kernel + guard_ns. */
+/* Kernel-mode record: C and bound carried from the previous record, a windup
+ * due `due_in_ns` after the sample. guard_ns == 0: a plain KERNEL record;
+ * otherwise a TRANSIT record whose guards are phi(sample) + guard_ns. */
 void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
 		    uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out);
 

@@ -15,8 +15,9 @@ void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v)
 		v->frac[l] = s->frac[l];
 		v->lo[l] = s->lo[l];
 		v->hi[l] = s->hi[l];
-		v->floor[l] = s->floor[l];
+		v->ceil[l] = s->ceil[l];
 		v->guard[l] = s->guard[l];
+		v->bound[l] = s->bound[l];
 	}
 	v->off_real = s->off_real;
 	v->off_boot = s->off_boot;
@@ -67,8 +68,9 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val
 	atomic_store_explicit(&r->coarse, v->coarse, memory_order_relaxed);
 	atomic_store_explicit(&r->tick, v->tick, memory_order_relaxed);
 	for (int l = 0; l < TH_NLINES; l++) {
-		atomic_store_explicit(&r->floor[l], v->floor[l], memory_order_relaxed);
+		atomic_store_explicit(&r->ceil[l], v->ceil[l], memory_order_relaxed);
 		atomic_store_explicit(&r->guard[l], v->guard[l], memory_order_relaxed);
+		atomic_store_explicit(&r->bound[l], v->bound[l], memory_order_relaxed);
 	}
 	atomic_store_explicit(&r->due_ns, v->due_ns, memory_order_relaxed);
 	/* The anchor of each clock as (sec, nsec); the fractional ns are

@@ -39,7 +39,10 @@
 #include <stdint.h>
 #include <stddef.h>
 
-#ifndef TH_STEP
+#ifdef TH_SIM
+void th_sim_step(const char *name); /* the simulation's scheduler may switch threads here */
+#define TH_STEP(name) th_sim_step(name)
+#else
 #define TH_STEP(name) ((void)0)
 #endif
 
@@ -101,10 +104,11 @@ struct th_rec {
 	/* --- line 5: coarse, kernel-mode and transition data --- */
 	_Atomic uint64_t coarse;   /* line 0 value at the writer's sample, ns */
 	_Atomic uint64_t tick;     /* kernel MONOTONIC_COARSE at the sample (local freshness) */
-	_Atomic uint64_t floor[TH_NLINES]; /* KERNEL/TRANSIT: least value served */
-	_Atomic uint64_t guard[TH_NLINES]; /* TRANSIT: kernel values above must be announced */
+	_Atomic uint64_t ceil[TH_NLINES];  /* KERNEL/TRANSIT: C, the old line's largest value */
+	_Atomic uint64_t guard[TH_NLINES]; /* TRANSIT: values above must be announced */
 	struct th_ts coarse_at[2]; /* coarse as MONOTONIC and REALTIME (sec, nsec) */
-	_Atomic uint64_t spare1[2];
+	_Atomic uint32_t bound[TH_NLINES]; /* how far the line may be from the kernel, ns */
+	_Atomic uint64_t spare1;
 };
 
 _Static_assert(sizeof(struct th_ts) == 16, "record layout is ABI");
@@ -125,7 +129,8 @@ struct th_snap {
 	int64_t lo[TH_NLINES], hi[TH_NLINES];
 	int64_t off_real, off_boot, off_tai;
 	uint64_t coarse, tick;
-	uint64_t floor[TH_NLINES], guard[TH_NLINES];
+	uint64_t ceil[TH_NLINES], guard[TH_NLINES];
+	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
 	uint64_t cur; /* the timeline word the record was found through */
 };
@@ -227,8 +232,9 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		s->coarse = atomic_load_explicit(&r->coarse, memory_order_relaxed);
 		s->tick = atomic_load_explicit(&r->tick, memory_order_relaxed);
 		for (int l = 0; l < TH_NLINES; l++) {
-			s->floor[l] = atomic_load_explicit(&r->floor[l], memory_order_relaxed);
+			s->ceil[l] = atomic_load_explicit(&r->ceil[l], memory_order_relaxed);
 			s->guard[l] = atomic_load_explicit(&r->guard[l], memory_order_relaxed);
+			s->bound[l] = atomic_load_explicit(&r->bound[l], memory_order_relaxed);
 		}
 		s->due_ns = atomic_load_explicit(&r->due_ns, memory_order_relaxed);
 		/* Orders the field loads above before the gen re-load below;
@@ -245,13 +251,31 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 	return -1;
 }
 
-/* The largest line value a LINE record can ever return (at its expiry), or
- * the floor of a KERNEL/TRANSIT record. */
+/* C: the largest line value a LINE record can ever return (at its expiry);
+ * for KERNEL/TRANSIT records the C they carry forward. */
 static inline uint64_t th_snap_ceiling(const struct th_snap *s, int l)
 {
 	if (s->kind == TH_REC_LINE)
 		return th_line_eval(s, l, s->dhi);
-	return s->floor[l];
+	return s->ceil[l];
+}
+
+/*
+ * phi(k) = max(k, min(C, k + bound)): what every read served by the kernel
+ * returns for a kernel reading k. A line reading F(c) taken earlier is at most
+ * C (the line never exceeds its expiry value) and at most k + bound (the line
+ * stays within `bound` of the kernel, which every windup checks), so phi
+ * never returns less than a line reading that happened before; phi is
+ * non-decreasing in k and in C, so kernel-served reads are monotonic among
+ * themselves; and phi(k + d) <= phi(k) + d, which bounds what a reader can
+ * have returned in the few nanoseconds a writer's transition takes. After a
+ * counter jump that left C far ahead of the kernel, phi runs `bound` ahead of
+ * the kernel until it catches up with C, instead of freezing at C.
+ */
+static inline uint64_t th_phi(uint64_t k, uint64_t C, uint64_t bound)
+{
+	uint64_t m = C < k + bound ? C : k + bound;
+	return m > k ? m : k;
 }
 
 /* ------------------------------------------------------------ writer side */
@@ -266,7 +290,8 @@ struct th_rec_val {
 	int64_t lo[TH_NLINES], hi[TH_NLINES];
 	int64_t off_real, off_boot, off_tai;
 	uint64_t coarse, tick;
-	uint64_t floor[TH_NLINES], guard[TH_NLINES];
+	uint64_t ceil[TH_NLINES], guard[TH_NLINES];
+	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
 };
 
@@ -291,19 +316,25 @@ uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v);
 /*
  * A slow-path reader that returns a kernel value above what the record it
  * holds guarantees (a LINE past its expiry, or a TRANSIT above its guard)
- * announces itself: this bumps the announce count so that a writer that
- * sampled the kernel earlier cannot commit. Returns 1 if the record word the
- * reader held (`seen`) was still current, i.e. the value may be returned; 0 if
- * a new record was committed meanwhile (re-read through it).
+ * announces itself: it bumps the announce count, but only while `cur` still
+ * names the record the reader used, so that a writer that loaded `cur` before
+ * taking its kernel sample cannot commit. Returns 1 if announced (the value may
+ * be returned), 0 if a new record was committed meanwhile (read again through
+ * it). The caller orders its kernel read before this call.
  */
 static inline int th_announce(struct th_timeline *tl, uint64_t seen)
 {
 	TH_STEP("announce");
-	/* acq_rel: the kernel read before this RMW is ordered before it
-	 * (release), and a writer that reads `cur` after it (acquire in the
-	 * writer's load) samples the kernel later. */
-	uint64_t old = atomic_fetch_add_explicit(&tl->cur, TH_CUR_ANN_ONE, memory_order_acq_rel);
-	return TH_CUR_ID(old) == TH_CUR_ID(seen);
+	uint64_t c = atomic_load_explicit(&tl->cur, memory_order_relaxed);
+	while (TH_CUR_ID(c) == TH_CUR_ID(seen)) {
+		/* acq_rel: the kernel reading before is ordered before the
+		 * bump; a writer whose acquire load of cur sees the bump takes
+		 * its sample after it. */
+		if (atomic_compare_exchange_weak_explicit(&tl->cur, &c, c + TH_CUR_ANN_ONE, memory_order_acq_rel,
+							  memory_order_relaxed))
+			return 1;
+	}
+	return 0;
 }
 
 #endif /* TH_CORE_RECORD_H */

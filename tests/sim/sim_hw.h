@@ -1,0 +1,25 @@
+/*
+ * The simulation's side of the seam in src/attach/hw.h: a virtual counter, a
+ * virtual kernel, and a scheduler that may switch threads at every TH_STEP and
+ * every clock read.
+ */
+#ifndef TH_SIM_HW_H
+#define TH_SIM_HW_H
+
+#include <stdint.h>
+#include <time.h>
+
+uint64_t th_sim_ctr(int ordered);
+int th_sim_kread(clockid_t id, struct timespec *ts);
+time_t th_sim_time(time_t *t);
+
+#define th_hw_ctr_ordered() th_sim_ctr(1)
+#define th_hw_ctr_relaxed() th_sim_ctr(0)
+#define th_hw_kread(id, ts) th_sim_kread((id), (ts))
+#define th_hw_ktime() th_sim_time(NULL)
+#define th_hw_ktime_fn() (&th_sim_time)
+#define th_hw_have_ktime() 1
+#define th_hw_have_kcoarse() 1
+#define th_hw_order_after_kread() ((void)0)
+
+#endif

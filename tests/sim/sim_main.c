@@ -1,0 +1,233 @@
+/*
+ * Simulation scenarios. `sim` runs every scenario with the given seeds and
+ * exits non-zero on any violation of G1-G5.
+ *
+ *   sim [--seed N] [--seeds K] [--scenario NAME] [--seconds S] [--verbose]
+ *
+ * --seconds S keeps drawing random seeds until S wall-clock seconds have
+ * passed (the long tier).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "world.h"
+
+#define MS 1000000LL
+#define S 1000000000LL
+
+typedef void (*scenario_fn)(struct sim_config *c);
+
+static void sc_baseline(struct sim_config *c)
+{
+	(void)c;
+}
+
+static void sc_slew(struct sim_config *c)
+{
+	sim_add_event(c, 40 * MS, EV_MONO_RATE, 500000, 0);   /* +500 ppm */
+	sim_add_event(c, 110 * MS, EV_MONO_RATE, -500000, 0); /* -500 ppm */
+	sim_add_event(c, 160 * MS, EV_MONO_RATE, 12000, 0);
+}
+
+static void sc_step(struct sim_config *c)
+{
+	sim_add_event(c, 50 * MS, EV_STEP_REAL, 3600 * S, 0);
+	sim_add_event(c, 120 * MS, EV_STEP_REAL, -3600 * S, 0);
+	sim_add_event(c, 150 * MS, EV_STEP_REAL, -300 * MS, 0);
+	sim_add_event(c, 170 * MS, EV_TAI_OFFSET, 38, 0);
+}
+
+static void sc_suspend(struct sim_config *c)
+{
+	sim_add_event(c, 60 * MS, EV_SUSPEND, 3 * 3600 * S, 0); /* counter stops */
+	sim_add_event(c, 130 * MS, EV_SUSPEND, 2 * 3600 * S, 1); /* counter keeps running */
+	c->duration_ns = 5 * 3600 * S + 200 * MS;
+}
+
+static void sc_long_pause(struct sim_config *c)
+{
+	c->long_pause_every = 200;
+	c->long_pause_ns = (int64_t)((double)(1ULL << 40) / 2.096029); /* 2^40 counter ticks */
+	c->duration_ns = 3 * 3600 * S;
+}
+
+static void sc_misestimate(struct sim_config *c)
+{
+	c->nominal_hz = c->ctr_hz * (1.0 + 1000e-6);
+}
+
+static void sc_misestimate_low(struct sim_config *c)
+{
+	c->nominal_hz = c->ctr_hz * (1.0 - 1000e-6);
+}
+
+static void sc_no_frequency(struct sim_config *c)
+{
+	c->nominal_hz = 0;
+}
+
+static void sc_wrap(struct sim_config *c)
+{
+	/* the 64-bit counter wraps 100 ms into the run */
+	c->ctr_start = (uint64_t)0 - (uint64_t)(0.1 * c->ctr_hz);
+}
+
+static void sc_jump(struct sim_config *c)
+{
+	sim_add_event(c, 50 * MS, EV_CTR_JUMP, (int64_t)(10.0 * c->ctr_hz), 0);  /* restore elsewhere */
+	sim_add_event(c, 120 * MS, EV_CTR_JUMP, -(int64_t)(5.0 * c->ctr_hz), 0); /* and back */
+}
+
+static void sc_migrate(struct sim_config *c)
+{
+	sim_add_event(c, 70 * MS, EV_CTR_JUMP, (int64_t)(3.0 * c->ctr_hz), 0);
+	sim_add_event(c, 70 * MS, EV_CTR_RATE, 2500000000LL, 0);
+}
+
+static void sc_fork(struct sim_config *c)
+{
+	c->fork_at_read = 3000;
+	c->switch_prob = 0.2;
+}
+
+static void sc_busy(struct sim_config *c)
+{
+	c->threads = 6;
+	c->gap_ns = 0;
+	c->switch_prob = 0.3;
+	c->duration_ns = 30 * MS;
+}
+
+static void sc_raw_rate(struct sim_config *c)
+{
+	sim_add_event(c, 20 * MS, EV_RAW_RATE, -70000, 0);
+	sim_add_event(c, 90 * MS, EV_MONO_RATE, 70000, 0);
+}
+
+struct scenario {
+	const char *name;
+	scenario_fn fn;
+};
+
+static const struct scenario scenarios[] = {
+	{"baseline", sc_baseline},
+	{"slew", sc_slew},
+	{"step", sc_step},
+	{"suspend", sc_suspend},
+	{"long-pause", sc_long_pause},
+	{"misestimate-high", sc_misestimate},
+	{"misestimate-low", sc_misestimate_low},
+	{"no-frequency", sc_no_frequency},
+	{"wrap", sc_wrap},
+	{"jump", sc_jump},
+	{"migrate", sc_migrate},
+	{"fork", sc_fork},
+	{"busy", sc_busy},
+	{"raw-rate", sc_raw_rate},
+};
+#define NSCEN (sizeof scenarios / sizeof *scenarios)
+
+/* Every writer step, stalled for longer than a record's window. */
+static int stall_sweep(uint64_t seed, int verbose, const char *step, int occ_only)
+{
+	int bad = 0;
+	for (int i = 0; sim_writer_steps[i]; i++) {
+		if (step && strcmp(step, sim_writer_steps[i]))
+			continue;
+		for (int occ = 1; occ <= 7; occ += 3) {
+			if (occ_only && occ != occ_only)
+				continue;
+			struct sim_config c;
+			sim_config_default(&c, seed + (uint64_t)i * 131 + (uint64_t)occ);
+			c.duration_ns = 120 * MS;
+			sim_add_stall(&c, -1, sim_writer_steps[i], occ, 25 * MS);
+			struct sim_result r;
+			sim_run(&c, &r);
+			if (verbose || r.violations)
+				printf("stall %-13s #%d seed %llu: %llu reads, %llu violations %s\n", sim_writer_steps[i],
+				       occ, (unsigned long long)c.seed, (unsigned long long)r.reads,
+				       (unsigned long long)r.violations, r.first);
+			bad += r.violations != 0;
+		}
+	}
+	return bad;
+}
+
+static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
+{
+	struct sim_config c;
+	sim_config_default(&c, seed);
+	sc->fn(&c);
+	struct sim_result r;
+	sim_run(&c, &r);
+	if (verbose || r.violations)
+		printf("%-17s seed %-6llu reads %-7llu windups %-5llu slow %-5llu kernel reads %-7llu worst G1 %lld ns"
+		       "  violations %llu (G1 %llu G2 %llu G3 %llu G4 %llu G5 %llu)%s%s\n",
+		       sc->name, (unsigned long long)seed, (unsigned long long)r.reads,
+		       (unsigned long long)r.windups, (unsigned long long)r.slow_reads, (unsigned long long)r.kreads,
+		       (long long)r.worst_g1_ns, (unsigned long long)r.violations, (unsigned long long)r.g1,
+		       (unsigned long long)r.g2, (unsigned long long)r.g3, (unsigned long long)r.g4,
+		       (unsigned long long)r.g5, r.first[0] ? "\n    first: " : "", r.first);
+	if (r.reads < 100) {
+		printf("%s: only %llu reads\n", sc->name, (unsigned long long)r.reads);
+		return 1;
+	}
+	return r.violations != 0;
+}
+
+int main(int argc, char **argv)
+{
+	uint64_t seed = 1;
+	int seeds = 3, verbose = 0;
+	double seconds = 0;
+	const char *only = NULL, *step = NULL;
+	int occ = 0;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+			seed = strtoull(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--seeds") && i + 1 < argc)
+			seeds = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--scenario") && i + 1 < argc)
+			only = argv[++i];
+		else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+			seconds = atof(argv[++i]);
+		else if (!strcmp(argv[i], "--step") && i + 1 < argc)
+			step = argv[++i];
+		else if (!strcmp(argv[i], "--occurrence") && i + 1 < argc)
+			occ = atoi(argv[++i]);
+		else if (!strcmp(argv[i], "--verbose"))
+			verbose = 1;
+		else {
+			fprintf(stderr, "usage: %s [--seed N] [--seeds K] [--scenario NAME|stall] [--seconds S] [--verbose]\n",
+				argv[0]);
+			return 2;
+		}
+	}
+	int bad = 0, runs = 0;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (uint64_t k = 0;; k++) {
+		uint64_t s = seed + k;
+		for (size_t i = 0; i < NSCEN; i++) {
+			if (only && strcmp(only, scenarios[i].name))
+				continue;
+			bad += run_one(&scenarios[i], s, verbose);
+			runs++;
+		}
+		if (!only || !strcmp(only, "stall")) {
+			bad += stall_sweep(s, verbose, step, occ);
+			runs++;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+		if (seconds > 0 ? el >= seconds : (int)k + 1 >= seeds)
+			break;
+	}
+	printf("%d runs, %d failing\n", runs, bad);
+	return bad ? 1 : 0;
+}

@@ -1,0 +1,660 @@
+/* Virtual world, scheduler and oracle of the simulation; see world.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <ucontext.h>
+
+#include "attach/proc.h"
+#include "timehands.h"
+
+void th_sim_reset_process(void);
+void th_sim_fork_child(void);
+
+#define NS 1000000000LL
+
+/* ------------------------------------------------------------ the world */
+
+static struct {
+	const struct sim_config *cfg;
+	int64_t T;
+	/* counter: base + (T - T0) * hz / 1e9 (+ per-thread skew) */
+	uint64_t ctr_base;
+	int64_t ctr_T0;
+	uint64_t ctr_hz;
+	/* kernel clocks */
+	int64_t mono_base, mono_T0, mono_ppb;
+	int64_t raw_base, raw_T0, raw_ppb;
+	int64_t off_real, off_boot, tai_sec;
+	int64_t tick;
+	int step_epoch;        /* REALTIME steps so far */
+	/* offset (clock - MONOTONIC) history per family, for the oracle */
+	int64_t fam_off[5][32];
+	int fam_epoch[5];
+	int64_t fam_change_T[5];
+	int64_t last_disc_T;   /* last counter discontinuity or suspend */
+	int64_t last_step_T, last_suspend_T, last_rate_T;
+	int64_t last_rate_delta_ppb;
+	uint64_t kreads;
+	uint64_t rng;
+	struct sim_event ev[SIM_MAX_EVENTS];
+	int nev;
+	struct sim_stall stalls[8];
+	int nstalls;
+} W;
+
+static uint64_t rnd(void)
+{
+	/* xorshift64* */
+	W.rng ^= W.rng >> 12;
+	W.rng ^= W.rng << 25;
+	W.rng ^= W.rng >> 27;
+	return W.rng * 2685821657736338717ULL;
+}
+
+static double rndf(void)
+{
+	return (double)(rnd() >> 11) / 9007199254740992.0;
+}
+
+static int64_t mono_at(int64_t T)
+{
+	__int128 dt = (__int128)(T - W.mono_T0);
+	return W.mono_base + (int64_t)(dt + dt * W.mono_ppb / 1000000000);
+}
+
+static int64_t raw_at(int64_t T)
+{
+	__int128 dt = (__int128)(T - W.raw_T0);
+	return W.raw_base + (int64_t)(dt + dt * W.raw_ppb / 1000000000);
+}
+
+static uint64_t ctr_at(int64_t T)
+{
+	__int128 dt = (__int128)(T - W.ctr_T0);
+	return W.ctr_base + (uint64_t)(int64_t)(dt * (__int128)W.ctr_hz / 1000000000);
+}
+
+static void rebase_mono(void)
+{
+	W.mono_base = mono_at(W.T);
+	W.raw_base = raw_at(W.T);
+	W.mono_T0 = W.raw_T0 = W.T;
+}
+
+static void note_offsets(void)
+{
+	int64_t off[5] = {0, W.off_real, 0, W.off_boot, W.off_real + W.tai_sec * NS};
+	for (int f = 0; f < 5; f++) {
+		if (W.fam_off[f][W.fam_epoch[f]] != off[f] && W.fam_epoch[f] < 31) {
+			W.fam_off[f][++W.fam_epoch[f]] = off[f];
+			W.fam_change_T[f] = W.T;
+		}
+	}
+}
+
+static void apply_events(void)
+{
+	for (int i = 0; i < W.nev; i++) {
+		struct sim_event *e = &W.ev[i];
+		if (e->done || e->at > W.T)
+			continue;
+		e->done = 1;
+		switch (e->kind) {
+		case EV_MONO_RATE:
+			rebase_mono();
+			W.last_rate_delta_ppb = e->arg - W.mono_ppb;
+			W.mono_ppb = e->arg;
+			W.last_rate_T = W.T;
+			break;
+		case EV_RAW_RATE:
+			rebase_mono();
+			W.raw_ppb = e->arg;
+			break;
+		case EV_STEP_REAL:
+			W.off_real += e->arg;
+			W.step_epoch++;
+			W.last_step_T = W.T;
+			break;
+		case EV_SUSPEND:
+			rebase_mono();
+			if (!e->arg2) {
+				W.ctr_base = ctr_at(W.T);
+				W.ctr_T0 = W.T + e->arg;
+			}
+			W.T += e->arg;
+			W.mono_T0 = W.raw_T0 = W.T; /* MONOTONIC and RAW stand still */
+			W.off_boot += e->arg;
+			W.last_suspend_T = W.T;
+			break;
+		case EV_CTR_JUMP:
+			W.ctr_base += (uint64_t)e->arg;
+			break;
+		case EV_CTR_RATE:
+			W.ctr_base = ctr_at(W.T);
+			W.ctr_T0 = W.T;
+			W.ctr_hz = (uint64_t)e->arg;
+			break;
+		case EV_TAI_OFFSET:
+			W.tai_sec = e->arg;
+			break;
+		}
+		if (e->kind == EV_SUSPEND || e->kind == EV_CTR_JUMP || e->kind == EV_CTR_RATE)
+			W.last_disc_T = W.T;
+		note_offsets();
+	}
+}
+
+static void advance(int64_t dt)
+{
+	W.T += dt;
+	apply_events();
+}
+
+/* kernel value of a clock at true time T, ns */
+static int64_t kernel_at(clockid_t id, int64_t T)
+{
+	int64_t m = mono_at(T);
+	switch (id) {
+	case CLOCK_MONOTONIC: return m;
+	case CLOCK_MONOTONIC_RAW: return raw_at(T);
+	case CLOCK_REALTIME: return m + W.off_real;
+	case CLOCK_BOOTTIME: return m + W.off_boot;
+	case CLOCK_TAI: return m + W.off_real + W.tai_sec * NS;
+	case CLOCK_MONOTONIC_COARSE: return m - (m % W.tick);
+	case CLOCK_REALTIME_COARSE: return m - (m % W.tick) + W.off_real;
+	default: return -1;
+	}
+}
+
+/* ------------------------------------------------------------ scheduler */
+
+struct vthread {
+	ucontext_t ctx;
+	char *stack;
+	int id, done, frozen;
+	int64_t stall_until;
+};
+
+static struct vthread TH[SIM_MAX_THREADS];
+static int nthreads, cur = -1;
+static ucontext_t sched_ctx;
+
+static int trace, in_trace;
+static void trace_records(void);
+static int trace_on(void);
+
+static void maybe_switch(const char *step)
+{
+	if (trace_on()) {
+		trace_records();
+		if (cur >= 0 && (!strcmp(step, "transit") || !strcmp(step, "plan") || !strcmp(step, "announce") ||
+				 !strcmp(step, "observe") || !strcmp(step, "jump") || !strcmp(step, "calibrate")))
+			printf("  T=%lld th%d step %s\n", (long long)W.T, cur, step);
+	}
+	if (cur < 0)
+		return;
+	struct vthread *t = &TH[cur];
+	for (int i = 0; i < W.nstalls; i++) {
+		struct sim_stall *s = &W.stalls[i];
+		if ((s->thread >= 0 && s->thread != cur) || strcmp(s->step, step) != 0)
+			continue;
+		s->hits++;
+		if (s->occurrence == 0 || s->hits == s->occurrence) {
+			t->stall_until = W.T + s->duration;
+			s->fired++;
+		}
+	}
+	if (t->stall_until > W.T || rndf() < W.cfg->switch_prob)
+		swapcontext(&t->ctx, &sched_ctx);
+}
+
+void th_sim_step(const char *name)
+{
+	if (in_trace)
+		return; /* tracing must not perturb the run */
+	advance(1);
+	maybe_switch(name);
+}
+
+uint64_t th_sim_ctr(int ordered)
+{
+	(void)ordered;
+	maybe_switch("ctr");
+	advance(8);
+	uint64_t c = ctr_at(W.T);
+	if (cur >= 0)
+		c += (uint64_t)W.cfg->skew[cur];
+	return c;
+}
+
+int th_sim_kread(clockid_t id, struct timespec *ts)
+{
+	maybe_switch("kread");
+	advance(12);
+	int64_t v = kernel_at(id, W.T);
+	advance(13);
+	W.kreads++;
+	if (v < 0 && id != CLOCK_REALTIME && id != CLOCK_TAI)
+		return -1;
+	int64_t s = v / NS, r = v % NS;
+	if (r < 0) {
+		r += NS;
+		s--;
+	}
+	ts->tv_sec = s;
+	ts->tv_nsec = r;
+	return 0;
+}
+
+time_t th_sim_time(time_t *t)
+{
+	maybe_switch("kread");
+	advance(1);
+	int64_t v = kernel_at(CLOCK_REALTIME_COARSE, W.T);
+	time_t s = (time_t)(v >= 0 ? v / NS : (v - NS + 1) / NS);
+	if (t)
+		*t = s;
+	return s;
+}
+
+void th_sim_first_attach(struct th_proc *p)
+{
+	memset(&p->cfg, 0, sizeof p->cfg);
+	strcpy(p->cfg.page, "none");
+	p->passthrough = 0;
+	memset(&p->trust, 0, sizeof p->trust);
+	p->trust.available = TH_COUNTER_TSC;
+	p->trust.usable = 1;
+	p->trust.invariant = 1;
+	p->trust.nominal_hz = W.cfg->nominal_hz;
+	strcpy(p->trust.freq_source, W.cfg->nominal_hz > 0 ? "sim" : "none");
+	strcpy(p->trust.clocksource, "sim");
+	p->tick_ns = (uint64_t)W.tick;
+	p->have_kcoarse = 1;
+	p->have_ktime = 1;
+}
+
+/* ------------------------------------------------------------ oracle */
+
+/*
+ * Families of clocks checked together; a value of a family with offsets
+ * (REALTIME, BOOTTIME, TAI) is first attributed to the offset epoch that
+ * explains it, since after a kernel step the library follows at its next
+ * windup: values of one epoch are compared with each other, epochs must never
+ * go back, and an epoch older than the kernel's is an error once the follow
+ * window (a tick and two windows) has passed.
+ */
+enum { F_MONO, F_REAL, F_RAW, F_BOOT, F_TAI, F_N };
+#define EPOCHS 32
+
+static struct {
+	int64_t max_fine[F_N][EPOCHS], max_coarse[F_N][EPOCHS], max_time[EPOCHS];
+	int max_epoch[F_N];
+	int64_t max_fine_real_sec[EPOCHS];
+	uint64_t reads;
+	struct sim_result *res;
+} O;
+
+static void violation(uint64_t *counter, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void violation(uint64_t *counter, const char *fmt, ...)
+{
+	(*counter)++;
+	O.res->violations++;
+	if (!O.res->first[0]) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(O.res->first, sizeof O.res->first, fmt, ap);
+		va_end(ap);
+	}
+}
+
+enum op { OP_MONO, OP_REAL, OP_RAW, OP_BOOT, OP_TAI, OP_MONO_REL, OP_REAL_REL, OP_MONO_CO, OP_REAL_CO, OP_TIME,
+	  OP_GTOD, OP_N };
+static const char *const op_name[OP_N] = {"MONOTONIC", "REALTIME", "MONOTONIC_RAW", "BOOTTIME", "TAI",
+					  "MONOTONIC_RELAXED", "REALTIME_RELAXED", "MONOTONIC_COARSE",
+					  "REALTIME_COARSE", "time()", "gettimeofday"};
+static const int op_weight[OP_N] = {25, 20, 8, 5, 5, 5, 4, 8, 8, 8, 4};
+
+static int op_family(int op)
+{
+	switch (op) {
+	case OP_REAL: case OP_REAL_REL: case OP_REAL_CO: case OP_TIME: case OP_GTOD: return F_REAL;
+	case OP_RAW: return F_RAW;
+	case OP_BOOT: return F_BOOT;
+	case OP_TAI: return F_TAI;
+	default: return F_MONO;
+	}
+}
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * NS + t->tv_nsec;
+}
+
+static int trace_on(void)
+{
+	return trace && !in_trace;
+}
+
+static uint64_t trace_cur;
+
+static void trace_records(void)
+{
+	uint64_t c = atomic_load(&th__P.tl.cur);
+	if (!trace || in_trace || TH_CUR_ID(c) == TH_CUR_ID(trace_cur))
+		return;
+	in_trace = 1;
+	trace_cur = c;
+	struct th_snap s;
+	unsigned r = 0;
+	int bad = th_snapshot(&th__P.tl, &s, &r);
+	in_trace = 0;
+	if (bad)
+		return;
+	int64_t ctr_now = (int64_t)(ctr_at(W.T) - s.anchor);
+	printf("  T=%lld rec seq %u kind %u anchor-now %lld dlo %lld ddue %lld dhi %lld dmin %lld mono %llu "
+	       "lo %lld hi %lld ceil %llu guard %llu bound %u | kernel mono %lld\n",
+	       (long long)W.T, TH_CUR_SEQ(c), s.kind, (long long)-ctr_now, (long long)s.dlo, (long long)s.ddue,
+	       (long long)s.dhi, (long long)s.dmin, (unsigned long long)s.ns[0], (long long)s.lo[0],
+	       (long long)s.hi[0], (unsigned long long)s.ceil[0], (unsigned long long)s.guard[0], s.bound[0],
+	       (long long)mono_at(W.T));
+}
+
+/* Offset epoch of family f explaining v read between line values l0..l1
+ * (with `below` of allowed lag): the epoch, -1 if none, -2 if ambiguous. */
+static int attribute(int f, int64_t v, int64_t l0, int64_t l1, int64_t below, int64_t above)
+{
+	int found = -1;
+	for (int e = 0; e <= W.fam_epoch[f]; e++) {
+		int64_t x = v - W.fam_off[f][e];
+		if (x >= l0 - below && x <= l1 + above) {
+			if (found >= 0 && W.fam_off[f][e] != W.fam_off[f][found])
+				return -2;
+			found = e; /* equal offsets: the latest epoch */
+		}
+	}
+	return found;
+}
+
+static void do_read(int op)
+{
+	trace_records();
+	int f = op_family(op);
+	int coarse = op == OP_MONO_CO || op == OP_REAL_CO || op == OP_TIME;
+	int line_raw = f == F_RAW;
+	int64_t t0 = W.T;
+	int64_t l0 = line_raw ? raw_at(t0) : mono_at(t0);
+	int snap_epoch = O.max_epoch[f];
+	int64_t snap_fine[EPOCHS], snap_coarse[EPOCHS], snap_time[EPOCHS], snap_fsec[EPOCHS];
+	memcpy(snap_fine, O.max_fine[f], sizeof snap_fine);
+	memcpy(snap_coarse, O.max_coarse[f], sizeof snap_coarse);
+	memcpy(snap_time, O.max_time, sizeof snap_time);
+	memcpy(snap_fsec, O.max_fine_real_sec, sizeof snap_fsec);
+	struct timespec ts = {0, 0};
+	struct timeval tv;
+	switch (op) {
+	case OP_MONO: th_clock_gettime(CLOCK_MONOTONIC, &ts); break;
+	case OP_REAL: th_clock_gettime(CLOCK_REALTIME, &ts); break;
+	case OP_RAW: th_clock_gettime(CLOCK_MONOTONIC_RAW, &ts); break;
+	case OP_BOOT: th_clock_gettime(CLOCK_BOOTTIME, &ts); break;
+	case OP_TAI: th_clock_gettime(CLOCK_TAI, &ts); break;
+	case OP_MONO_REL: th_clock_gettime(TH_CLOCK_MONOTONIC_RELAXED, &ts); break;
+	case OP_REAL_REL: th_clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts); break;
+	case OP_MONO_CO: th_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); break;
+	case OP_REAL_CO: th_clock_gettime(CLOCK_REALTIME_COARSE, &ts); break;
+	case OP_TIME: ts.tv_sec = th_time(NULL); break;
+	case OP_GTOD:
+		th_gettimeofday(&tv, NULL);
+		ts.tv_sec = tv.tv_sec;
+		ts.tv_nsec = tv.tv_usec * 1000;
+		break;
+	}
+	int64_t v = ts_ns(&ts);
+	int64_t t1 = W.T;
+	int64_t l1 = line_raw ? raw_at(t1) : mono_at(t1);
+	O.reads++;
+	const char *name = op_name[op];
+	if (trace)
+		printf("T=%lld..%lld th%d %s = %lld (line %lld..%lld)\n", (long long)t0, (long long)t1, cur, name,
+		       (long long)v, (long long)l0, (long long)l1);
+
+	/* epsilon: 1 us; plus what a change of the kernel's rate explains until
+	 * the discipline has absorbed it (the new slope starts half a window
+	 * after the windup that sees it; the offset is steered out over a few
+	 * windows); plus gettimeofday's microsecond truncation; plus, after a
+	 * counter discontinuity, the record's error bound (phi leads the kernel
+	 * by at most that until the kernel reaches the old line's ceiling). */
+	int64_t window = 2 * W.tick;
+	int64_t eps = 1000;
+	if (W.last_rate_T && t1 - W.last_rate_T < 8 * window) {
+		int64_t d = W.last_rate_delta_ppb < 0 ? -W.last_rate_delta_ppb : W.last_rate_delta_ppb;
+		int64_t span = t1 - W.last_rate_T < 2 * window ? t1 - W.last_rate_T : 2 * window;
+		eps += (int64_t)((double)d * 1e-9 * (double)span) + 1;
+	}
+	if (W.last_disc_T && t0 - W.last_disc_T < 3 * W.tick)
+		eps += 5000;
+	if (op == OP_GTOD)
+		eps += 1000;
+	int64_t lag = coarse ? 2 * W.tick + (op == OP_TIME ? NS : 0) : 0;
+
+	/* which offset epoch explains the value */
+	int ep = 0;
+	if (f == F_REAL || f == F_TAI || f == F_BOOT) {
+		ep = attribute(f, v, l0, l1, lag + eps + 100000, eps + 100000);
+		if (ep == -1) {
+			violation(&O.res->g1, "G1 %s T=%lld: %lld explained by no offset (line %lld..%lld)", name,
+				  (long long)t0, (long long)v, (long long)l0, (long long)l1);
+			return;
+		}
+		if (ep == -2)
+			return; /* two epochs fit (a step smaller than the resolution) */
+		if (ep < snap_epoch)
+			violation(&O.res->g2, "G2 %s T=%lld: offset epoch %d after epoch %d", name, (long long)t0, ep,
+				  snap_epoch);
+		if (ep < W.fam_epoch[f] && t0 - W.fam_change_T[f] > W.tick + 2 * window)
+			violation(&O.res->g1, "G1 %s T=%lld: kernel change of %lld ns ago not followed", name,
+				  (long long)t0, (long long)(t0 - W.fam_change_T[f]));
+		if (ep > O.max_epoch[f])
+			O.max_epoch[f] = ep;
+	}
+	int64_t x = v - W.fam_off[f][ep]; /* on the line */
+	if (op == OP_GTOD) {
+		snap_fine[ep] -= snap_fine[ep] % 1000;
+		snap_coarse[ep] -= snap_coarse[ep] % 1000;
+	}
+	if (!coarse) {
+		if (x < l0 - eps || x > l1 + eps)
+			violation(&O.res->g1, "G1 %s T=%lld: %lld not in [%lld, %lld] +- %lld (off %lld)", name,
+				  (long long)t0, (long long)x, (long long)l0, (long long)l1, (long long)eps,
+				  (long long)(x < l0 ? x - l0 : x - l1));
+		int64_t err = x < l0 ? l0 - x : x > l1 ? x - l1 : 0;
+		if (err > O.res->worst_g1_ns)
+			O.res->worst_g1_ns = err;
+		if (v < snap_fine[ep])
+			violation(&O.res->g2, "G2 %s T=%lld: %lld after %lld (back %lld ns)", name, (long long)t0,
+				  (long long)v, (long long)snap_fine[ep], (long long)(snap_fine[ep] - v));
+		int64_t cmax = snap_coarse[ep];
+		if (f == F_REAL && snap_time[ep] != INT64_MIN && snap_time[ep] * NS > cmax)
+			cmax = snap_time[ep] * NS;
+		if (op == OP_GTOD)
+			cmax -= cmax % 1000;
+		if (v < cmax)
+			violation(&O.res->g4, "G4 %s T=%lld: fine %lld below earlier coarse %lld", name,
+				  (long long)t0, (long long)v, (long long)cmax);
+		if (v > O.max_fine[f][ep])
+			O.max_fine[f][ep] = v;
+		if (f == F_REAL && ts.tv_sec > O.max_fine_real_sec[ep])
+			O.max_fine_real_sec[ep] = ts.tv_sec;
+	} else {
+		if (x < l0 - lag - eps || x > l1 + eps)
+			violation(&O.res->g5, "G5 %s T=%lld: %lld vs line [%lld, %lld]", name, (long long)t0,
+				  (long long)x, (long long)l0, (long long)l1);
+		if (op == OP_TIME) {
+			if (ts.tv_sec < snap_time[ep])
+				violation(&O.res->g2, "G2 time() T=%lld: %lld after %lld", (long long)t0,
+					  (long long)ts.tv_sec, (long long)snap_time[ep]);
+			if (ts.tv_sec > O.max_time[ep])
+				O.max_time[ep] = ts.tv_sec;
+		} else {
+			if (v < snap_coarse[ep])
+				violation(&O.res->g2, "G2 %s T=%lld: %lld after %lld", name, (long long)t0,
+					  (long long)v, (long long)snap_coarse[ep]);
+			if (v > O.max_coarse[f][ep])
+				O.max_coarse[f][ep] = v;
+		}
+		if (f == F_REAL && ts.tv_sec < snap_fsec[ep])
+			violation(&O.res->g3, "G3 %s T=%lld: second %lld after fine second %lld", name,
+				  (long long)t0, (long long)ts.tv_sec, (long long)snap_fsec[ep]);
+	}
+}
+
+/* ------------------------------------------------------------ threads */
+
+static int forked;
+
+static void reader_main(int id)
+{
+	int total = 0;
+	for (int i = 0; i < OP_N; i++)
+		total += op_weight[i];
+	uint64_t n = 0;
+	while (W.T < W.cfg->duration_ns) {
+		int r = (int)(rnd() % (uint64_t)total), op = 0;
+		while (r >= op_weight[op])
+			r -= op_weight[op++];
+		do_read(op);
+		n++;
+		if (W.cfg->fork_at_read && !forked && O.reads >= (uint64_t)W.cfg->fork_at_read) {
+			/* fork() from this thread: every other thread stops where
+			 * it is, possibly holding the windup lock */
+			forked = 1;
+			for (int i = 0; i < nthreads; i++)
+				if (i != id)
+					TH[i].frozen = 1;
+			th_sim_fork_child();
+		}
+		if (W.cfg->gap_ns)
+			advance((int64_t)(rnd() % (uint64_t)W.cfg->gap_ns));
+		if (W.cfg->long_pause_every && n % (uint64_t)W.cfg->long_pause_every == 0)
+			advance(W.cfg->long_pause_ns);
+	}
+	TH[id].done = 1;
+}
+
+static void trampoline(unsigned lo, unsigned hi)
+{
+	int id = (int)lo;
+	(void)hi;
+	reader_main(id);
+	swapcontext(&TH[id].ctx, &sched_ctx);
+}
+
+const char *const sim_writer_steps[] = {"lock", "sample", "observe", "plan", "transit", "write_gen0",
+					"write_fields", "write_gen", "commit", "unlock", "announce", NULL};
+
+void sim_config_default(struct sim_config *cfg, uint64_t seed)
+{
+	memset(cfg, 0, sizeof *cfg);
+	cfg->seed = seed ? seed : 1;
+	cfg->threads = 3;
+	cfg->duration_ns = 200 * 1000000LL;
+	cfg->ctr_hz = 2096029000.0;
+	cfg->ctr_start = 123456789012345ULL;
+	cfg->nominal_hz = 2096029000.0;
+	cfg->gap_ns = 20000;
+	cfg->switch_prob = 0.05;
+}
+
+void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, int64_t arg2)
+{
+	if (cfg->nevents < SIM_MAX_EVENTS)
+		cfg->events[cfg->nevents++] = (struct sim_event){at, kind, arg, arg2, 0};
+}
+
+void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
+{
+	if (cfg->nstalls < 8)
+		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 0, 0};
+}
+
+void sim_run(const struct sim_config *cfg, struct sim_result *res)
+{
+	memset(&W, 0, sizeof W);
+	memset(&O, 0, sizeof O);
+	memset(res, 0, sizeof *res);
+	O.res = res;
+	forked = 0;
+	trace = getenv("SIM_TRACE") != NULL;
+	trace_cur = 0;
+	W.cfg = cfg;
+	W.rng = cfg->seed * 0x9E3779B97F4A7C15ULL + 1;
+	W.tick = 4000000;
+	W.ctr_base = cfg->ctr_start;
+	W.ctr_hz = (uint64_t)cfg->ctr_hz;
+	W.mono_base = 5000 * NS + 123456789;
+	W.raw_base = 5000 * NS + 987654;
+	W.off_real = 1790000000LL * NS + 555555555;
+	W.off_boot = 7 * NS + 42;
+	W.tai_sec = 37;
+	W.T = 1000;
+	memcpy(W.ev, cfg->events, sizeof W.ev);
+	W.nev = cfg->nevents;
+	memcpy(W.stalls, cfg->stalls, sizeof W.stalls);
+	W.nstalls = cfg->nstalls;
+	for (int f = 0; f < F_N; f++)
+		for (int e = 0; e < EPOCHS; e++)
+			O.max_fine[f][e] = O.max_coarse[f][e] = INT64_MIN;
+	for (int e = 0; e < EPOCHS; e++)
+		O.max_time[e] = O.max_fine_real_sec[e] = INT64_MIN;
+	note_offsets();
+	th_sim_reset_process();
+
+	nthreads = cfg->threads < SIM_MAX_THREADS ? cfg->threads : SIM_MAX_THREADS;
+	for (int i = 0; i < nthreads; i++) {
+		struct vthread *t = &TH[i];
+		memset(t, 0, sizeof *t);
+		t->id = i;
+		t->stack = malloc(1 << 18);
+		getcontext(&t->ctx);
+		t->ctx.uc_stack.ss_sp = t->stack;
+		t->ctx.uc_stack.ss_size = 1 << 18;
+		t->ctx.uc_link = &sched_ctx;
+		makecontext(&t->ctx, (void (*)(void))trampoline, 2, (unsigned)i, 0u);
+	}
+	for (;;) {
+		int runnable[SIM_MAX_THREADS], nr = 0, alive = 0;
+		int64_t next = INT64_MAX;
+		for (int i = 0; i < nthreads; i++) {
+			if (TH[i].done || TH[i].frozen)
+				continue;
+			alive++;
+			if (TH[i].stall_until <= W.T)
+				runnable[nr++] = i;
+			else if (TH[i].stall_until < next)
+				next = TH[i].stall_until;
+		}
+		if (!alive)
+			break;
+		if (!nr) { /* everyone stalled: time passes */
+			advance(next - W.T);
+			continue;
+		}
+		cur = runnable[rnd() % (uint64_t)nr];
+		swapcontext(&sched_ctx, &TH[cur].ctx);
+		cur = -1;
+	}
+	for (int i = 0; i < nthreads; i++)
+		free(TH[i].stack);
+	res->reads = O.reads;
+	res->kreads = W.kreads;
+	res->windups = atomic_load(&th__P.windups);
+	res->slow_reads = atomic_load(&th__P.slow_reads);
+	res->retries = atomic_load(&th__P.retries);
+}

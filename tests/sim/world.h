@@ -1,0 +1,78 @@
+/*
+ * Deterministic simulation of timehands' publish/read protocol and windup
+ * math: one OS thread runs virtual threads (coroutines) over a virtual
+ * counter and a virtual kernel; the scheduler switches threads at every
+ * protocol step (TH_STEP) and clock read, at random from a seed, and can stall
+ * any thread at any named step for any virtual duration. An oracle checks
+ * G1-G5 on every read.
+ */
+#ifndef TH_SIM_WORLD_H
+#define TH_SIM_WORLD_H
+
+#include <stdint.h>
+#include <time.h>
+
+#define SIM_MAX_THREADS 8
+#define SIM_MAX_EVENTS 64
+
+enum sim_event_kind {
+	EV_MONO_RATE,    /* kernel MONOTONIC rate: arg = ppb (NTP slew / frequency) */
+	EV_RAW_RATE,     /* kernel MONOTONIC_RAW rate: arg = ppb */
+	EV_STEP_REAL,    /* REALTIME stepped by arg ns */
+	EV_SUSPEND,      /* suspend for arg ns; arg2: 1 = counter keeps running, 0 = it stops */
+	EV_CTR_JUMP,     /* counter jumps by arg counts (snapshot restore, migration) */
+	EV_CTR_RATE,     /* counter frequency becomes arg Hz (migration to another host) */
+	EV_TAI_OFFSET,   /* TAI - REALTIME becomes arg seconds */
+};
+
+struct sim_event {
+	int64_t at;      /* true time, ns */
+	int kind;
+	int64_t arg, arg2;
+	int done;
+};
+
+struct sim_stall {
+	int thread;          /* -1: any thread */
+	const char *step;    /* TH_STEP name, or "kread"/"ctr" */
+	int occurrence;      /* which hit of that step (1-based); 0: every hit */
+	int64_t duration;    /* ns */
+	int hits;
+	int fired;
+};
+
+struct sim_config {
+	uint64_t seed;
+	int threads;             /* reader threads */
+	int64_t duration_ns;     /* true time to simulate */
+	double ctr_hz;           /* counter frequency */
+	uint64_t ctr_start;      /* counter value at T = 0 (near 2^64 tests the wrap) */
+	double nominal_hz;       /* published frequency given to the library (0: none) */
+	int64_t skew[SIM_MAX_THREADS]; /* per-thread counter offset, counts */
+	int64_t gap_ns;          /* max pause between a thread's reads */
+	int64_t long_pause_every; /* every N reads a pause of long_pause_ns (0: never) */
+	int64_t long_pause_ns;
+	double switch_prob;      /* probability of a thread switch at each step */
+	struct sim_event events[SIM_MAX_EVENTS];
+	int nevents;
+	struct sim_stall stalls[8];
+	int nstalls;
+	int fork_at_read;        /* simulate fork in the middle (0: never) */
+};
+
+struct sim_result {
+	uint64_t reads, violations, kreads, windups, slow_reads, retries;
+	uint64_t g1, g2, g3, g4, g5;
+	int64_t worst_g1_ns;
+	char first[512];
+};
+
+void sim_run(const struct sim_config *cfg, struct sim_result *res);
+void sim_config_default(struct sim_config *cfg, uint64_t seed);
+void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, int64_t arg2);
+void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration);
+
+/* The protocol steps a writer passes through (for stall sweeps). */
+extern const char *const sim_writer_steps[];
+
+#endif

@@ -116,6 +116,10 @@ static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int ful
 	memset(s, 0, sizeof *s);
 	s->counter_ok = ctr;
 	TH_STEP("sample");
+	/* The kernel's tick first: a record's coarse value (the line at the
+	 * sandwich) is then never older than the tick it is tagged with. */
+	if (full)
+		s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
 	sandwich(p, CLOCK_MONOTONIC, ctr, &s->c, &s->width, &s->mono);
 	sandwich(p, CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
 	if (!full)
@@ -148,7 +152,6 @@ static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int ful
 	s->tai_sec = (t - r + NS_PER_S / 2) / NS_PER_S;
 	if (t - r + NS_PER_S / 2 < 0)
 		s->tai_sec -= 1;
-	s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
 }
 
 /* ------------------------------------------------------------------ windup */

@@ -298,9 +298,15 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
 	return -1;
 }
 
+/* Test seam: called by a windup while it holds the lock (tests raise a signal
+ * here to read the clocks from a handler that interrupted a windup). */
+void (*th__test_windup_hook)(void) TH_HIDDEN;
+
 static void windup_locked(struct th_proc *p)
 {
 	struct th_snap s;
+	if (th__test_windup_hook)
+		th__test_windup_hook();
 	unsigned retries = 0;
 	/* Acquire: the sample below is taken after this load. An announcing
 	 * reader whose fetch-add comes later in cur's modification order makes

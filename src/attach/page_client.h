@@ -1,0 +1,95 @@
+/*
+ * Reader side of the shared page: get the page from timehandsd, check where
+ * it came from, map it read-only, validate it, and re-check it cheaply while
+ * running.
+ *
+ * Transport. timehandsd keeps the page in a memfd sealed against shrinking,
+ * growing and new writable mappings (F_SEAL_SHRINK | F_SEAL_GROW |
+ * F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) and hands the descriptor to whoever
+ * connects to its Unix stream socket (the page path, TIMEHANDS_PAGE). A sealed
+ * memfd cannot be truncated under a reader, so a mapping of it can never raise
+ * SIGBUS; nobody but the daemon (which mapped it before sealing) can write it.
+ *
+ * Trust, checked in this order, each failure with a reason:
+ *   the socket's directory is owned by root or us and not group/world-
+ *   writable; the socket file is a socket owned by root or us; the peer's
+ *   SO_PEERCRED uid is root or us; exactly one descriptor arrived; it is a
+ *   regular file with F_SEAL_SHRINK, F_SEAL_GROW and a write seal, owned by
+ *   root or us, of exactly TH_PAGE_SIZE bytes; then th_page_validate (magic,
+ *   ABI, layout, boot id, time namespace, publisher pid = peer pid, sane
+ *   parameters and current record, VALID, fresh heartbeat).
+ *
+ * Every descriptor is closed before th_page_attach returns; nothing is
+ * allocated but the mapping; every wait is bounded (a stopped daemon costs at
+ * most the timeout, never a hang).
+ *
+ * While running, th_page_check (magic, VALID, heartbeat age) is the cheap
+ * re-validation. A reader of the records must also treat the publisher as
+ * late when it finds the current LINE record expired (counter beyond dhi)
+ * and `cur` unchanged after an ordered counter read: readers cannot announce
+ * into a read-only page (record.h), so the value it then returns from the
+ * kernel must come from outside the page (local mode), and coming back to
+ * the page needs a monotonic handover. The same holds for a TRANSIT record
+ * whose phi exceeds its guard.
+ */
+#ifndef TH_ATTACH_PAGE_CLIENT_H
+#define TH_ATTACH_PAGE_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "page.h"
+#include "record.h"
+
+#define TH_PAGE_ATTACH_TIMEOUT_MS 100 /* connect + receive, all together */
+
+struct th_page_map {
+	const struct th_page_hdr *hdr; /* the read-only mapping (NULL when detached) */
+	const struct th_timeline *tl;  /* the ring inside it, for th_snapshot & co. */
+	size_t size;                   /* bytes mapped (TH_PAGE_SIZE) */
+	uint64_t tick_ns;              /* the publisher's tick */
+	uint64_t max_age_ns;           /* staleness limit used by th_page_check */
+	uint64_t flags;                /* TH_PAGE_* at attach */
+	uint64_t nominal_hz;           /* counter frequency published by the daemon, 0 if none */
+	uint32_t counter_kind;         /* enum th_counter of the records' anchors */
+	uint32_t publisher_pid;        /* as seen from this process (SO_PEERCRED) */
+	uint32_t peer_uid;
+};
+
+/*
+ * Attach to the page served at `path` (a Unix socket). Returns 0 with *out
+ * filled, or a negative errno with a one-line reason:
+ *   -ENOENT / -ECONNREFUSED  no daemon there;  -ETIMEDOUT  it did not answer;
+ *   -EPERM  an untrusted directory, socket, peer or descriptor;
+ *   -EPROTO / -ESTALE / -EXDEV  th_page_validate's verdict.
+ * On failure *out is zeroed and nothing stays open or mapped.
+ */
+int th_page_attach(const char *path, struct th_page_map *out, char *reason, size_t n);
+int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map *out, char *reason, size_t n);
+
+/* Cheap re-validation while running: magic, VALID, heartbeat not older than
+ * m->max_age_ns at `now_mono_ns` (the reader's MONOTONIC) nor ahead of it.
+ * Loads only; signal-safe. Returns 0 or a TH_PAGE_E* code with a reason. */
+int th_page_check(const struct th_page_map *m, uint64_t now_mono_ns, char *reason, size_t n);
+
+/* Unmap; *m is zeroed. Safe on a zeroed map. */
+void th_page_detach(struct th_page_map *m);
+
+/* --- trust policy, exposed for tests --- */
+
+/* 1 when an object owned by `owner` may be trusted by a process whose real
+ * and effective uids are `uid` and `euid` (root, or us). */
+int th__page_trust_uid(uint32_t owner, uint32_t uid, uint32_t euid);
+/* 0 when a socket directory with this owner and mode is acceptable, else
+ * -EPERM with a reason. */
+int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t euid, char *reason, size_t n);
+/* 0 when the seals make the memfd safe to map, else -EPERM with a reason. */
+int th__page_trust_seals(int seals, char *reason, size_t n);
+
+/* The machine facts a page is checked against (also used by timehandsd):
+ * boot id (all zero and -1 when unreadable) and this process's time-namespace
+ * offsets (-1 when unknown). */
+int th__page_read_boot_id(uint8_t out[16]);
+int th__page_read_timens(int64_t *mono_ns, int64_t *boot_ns);
+
+#endif /* TH_ATTACH_PAGE_CLIENT_H */

@@ -1,0 +1,440 @@
+/*
+ * libtimehands-preload.so: the libc entry points that read the clocks, served
+ * by timehands, for programs that were never built against it.
+ *
+ *   LD_PRELOAD=/usr/lib/x86_64-linux-gnu/timehands/libtimehands-preload.so CMD
+ *   timehands run CMD            (the same, with the path resolved)
+ *
+ * The library is linked in statically (its objects are hidden), so this file
+ * is only the libc-shaped boundary: each entry point is one branch on the mode
+ * and a call into the library's per-clock fast path. What the library does not
+ * accelerate (CPU-time clocks, other processes' and fd clocks, unknown ids)
+ * reaches the kernel unchanged through the vDSO or a raw system call, with the
+ * kernel's result and errno; never through dlsym, which can allocate and
+ * recurse into an interposed allocator (jemalloc, ASan).
+ *
+ * Every entry point is safe before the constructor below has run (the library
+ * attaches on its first read), from another library's constructor, from a
+ * signal handler, and in a fork child of any thread (the library's
+ * MADV_WIPEONFORK page). The constructor attaches early, so that a program
+ * that later closes every fd or installs a seccomp filter never sees this
+ * library open a file or make any system call but the clock reads.
+ *
+ * The exported names are unversioned (preload.map): a definition under a
+ * version of our own would not satisfy the GLIBC_2.x references of programs,
+ * and the loader would silently bind them to libc.
+ *
+ * Built twice: as the preload, and with TH_PRELOAD_COUNT for the tests, which
+ * then count the calls that landed here (tests/compat).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/times.h>
+#include <time.h>
+#include <unistd.h>
+
+#if __has_include(<sys/timeb.h>)
+#include <sys/timeb.h>
+#define TH_HAVE_FTIME 1
+#endif
+
+#include "attach/proc.h"
+#include "kclock.h"
+#include "timehands.h"
+
+#define TH_EXPORT __attribute__((visibility("default")))
+
+/*
+ * What the constructor found in the environment. Before it has run, and in a
+ * process that dlopen()ed this library while other threads were reading, the
+ * value is PRELOAD_FULL: full guarantees, the safe default (the library itself
+ * honours TIMEHANDS_DISABLE from its first read on). Each value selects
+ * between clocks that are all correct for that configuration, so the mode is
+ * read with relaxed loads: nothing else is published with it.
+ */
+enum { PRELOAD_FULL = 0, PRELOAD_RELAXED = 1, PRELOAD_KERNEL = 2 };
+static _Atomic int preload_mode;
+/* TIMEHANDS_CPUTIME=coarse: times() and clock() from the coarse cache. */
+static _Atomic int preload_cputime_coarse;
+
+#ifdef TH_PRELOAD_COUNT
+/* Test build only: calls per entry point, and whether the constructor ran. */
+enum {
+	TH_PC_CLOCK_GETTIME, TH_PC_CLOCK_GETRES, TH_PC_GETTIMEOFDAY, TH_PC_TIME, TH_PC_TIMESPEC_GET,
+	TH_PC_TIMESPEC_GETRES, TH_PC_FTIME, TH_PC_TIMES, TH_PC_CLOCK, TH_PC_N
+};
+TH_EXPORT _Atomic unsigned long th_preload_calls[16];
+TH_EXPORT _Atomic int th_preload_ctor_ran;
+/* Relaxed: the counting thread reads its own increments. */
+#define COUNT(sym) atomic_fetch_add_explicit(&th_preload_calls[TH_PC_##sym], 1, memory_order_relaxed)
+#else
+#define COUNT(sym) ((void)0)
+#endif
+
+static inline int mode_now(void)
+{
+	return atomic_load_explicit(&preload_mode, memory_order_relaxed);
+}
+
+/* ------------------------------------------------------------ clock_gettime */
+
+/* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1. */
+static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec *ts)
+{
+	if (mode_now() == PRELOAD_KERNEL) {
+		/* Extension ids (negative) and a NULL pointer still go through
+		 * the library, which never hands an extension id to the kernel
+		 * and answers NULL with EFAULT like the system call. */
+		if (id >= 0 && ts)
+			return th_kclock_gettime(id, ts);
+		return th_clock_gettime(id, ts);
+	}
+	if (id == CLOCK_MONOTONIC)
+		id = TH_CLOCK_MONOTONIC_RELAXED;
+	else if (id == CLOCK_REALTIME)
+		id = TH_CLOCK_REALTIME_RELAXED;
+	return th_clock_gettime(id, ts);
+}
+
+/* The one clock read every other entry point here uses. */
+static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
+{
+	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL))
+		return gettime_mode(id, ts);
+	return th_clock_gettime(id, ts);
+}
+
+TH_EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
+{
+	COUNT(CLOCK_GETTIME);
+	return serve_gettime(id, ts);
+}
+
+/* glibc exports its internal name too (GLIBC_PRIVATE); older libraries of the
+ * C runtime call it. A function, not an alias: libc's declaration carries
+ * attributes an alias would have to copy. */
+TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts);
+TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts)
+{
+	COUNT(CLOCK_GETTIME);
+	return serve_gettime(id, ts);
+}
+
+/* ------------------------------------------------------------- clock_getres */
+
+static int serve_getres(clockid_t id, struct timespec *res)
+{
+	if (TH_UNLIKELY(mode_now() == PRELOAD_KERNEL) && id >= 0) {
+		/* exactly what the kernel answers, NULL included */
+		if (!res)
+			return (int)syscall(SYS_clock_getres, id, NULL);
+		return th_kclock_getres(id, res);
+	}
+	/* The resolution of what the library returns: 1 ns for the fine
+	 * clocks (exact nanoseconds of the line), the tick for the coarse
+	 * ones; the kernel's for what it passes through. */
+	return th_clock_getres(id, res);
+}
+
+TH_EXPORT int clock_getres(clockid_t id, struct timespec *res)
+{
+	COUNT(CLOCK_GETRES);
+	return serve_getres(id, res);
+}
+
+/* ------------------------------------------------------------- gettimeofday */
+
+static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void *tz)
+{
+	if (mode_now() == PRELOAD_KERNEL)
+		return th_kgettimeofday(tv, tz);
+	/* relaxed REALTIME; the obsolete timezone from the kernel, as the
+	 * library's th_gettimeofday does */
+	if (tz && th_kgettimeofday(NULL, tz) != 0)
+		return -1;
+	if (!tv)
+		return 0;
+	struct timespec ts;
+	th_clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts);
+	tv->tv_sec = ts.tv_sec;
+	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
+{
+	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL))
+		return gettimeofday_mode(tv, tz);
+	return th_gettimeofday(tv, tz);
+}
+
+TH_EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+	COUNT(GETTIMEOFDAY);
+	return serve_gettimeofday(tv, tz);
+}
+
+TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz);
+TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
+{
+	COUNT(GETTIMEOFDAY);
+	return serve_gettimeofday(tv, tz);
+}
+
+/* --------------------------------------------------------------------- time */
+
+TH_EXPORT time_t time(time_t *t)
+{
+	COUNT(TIME);
+	/* The relaxed mode does not apply: th_time() is one load of the
+	 * kernel's second and one of the G3 floor. */
+	if (TH_UNLIKELY(mode_now() == PRELOAD_KERNEL))
+		return th_ktime(t);
+	return th_time(t);
+}
+
+/* ------------------------------------------------- timespec_get, _getres */
+
+/* C11's time bases onto clock ids; 0 for a base this libc does not know. */
+static clockid_t base_clock(int base)
+{
+	switch (base) {
+	case TIME_UTC: return CLOCK_REALTIME;
+#ifdef TIME_MONOTONIC
+	case TIME_MONOTONIC: return CLOCK_MONOTONIC;
+#endif
+#ifdef TIME_ACTIVE
+	case TIME_ACTIVE: return CLOCK_PROCESS_CPUTIME_ID;
+#endif
+#ifdef TIME_THREAD_ACTIVE
+	case TIME_THREAD_ACTIVE: return CLOCK_THREAD_CPUTIME_ID;
+#endif
+	default: return (clockid_t)-1;
+	}
+}
+
+static int serve_timespec_get(struct timespec *ts, int base)
+{
+	clockid_t id = base_clock(base);
+	if (id == (clockid_t)-1)
+		return 0;
+	/* libc returns the base whatever the clock said */
+	serve_gettime(id, ts);
+	return base;
+}
+
+static int serve_timespec_getres(struct timespec *ts, int base)
+{
+	clockid_t id = base_clock(base);
+	if (id == (clockid_t)-1)
+		return 0;
+	serve_getres(id, ts);
+	return base;
+}
+
+TH_EXPORT int timespec_get(struct timespec *ts, int base)
+{
+	COUNT(TIMESPEC_GET);
+	return serve_timespec_get(ts, base);
+}
+
+TH_EXPORT int timespec_getres(struct timespec *ts, int base)
+{
+	COUNT(TIMESPEC_GETRES);
+	return serve_timespec_getres(ts, base);
+}
+
+/* -------------------------------------------------------------------- ftime */
+
+#ifdef TH_HAVE_FTIME
+TH_EXPORT int ftime(struct timeb *tb)
+{
+	COUNT(FTIME);
+	struct timespec ts;
+	serve_gettime(CLOCK_REALTIME, &ts);
+	tb->time = ts.tv_sec;
+	tb->millitm = (unsigned short)(ts.tv_nsec / 1000000);
+	tb->timezone = 0; /* what libc has returned since 2.33 */
+	tb->dstflag = 0;
+	return 0;
+}
+#endif
+
+/* ---------------------------------------------------------- times, clock */
+
+TH_EXPORT clock_t times(struct tms *buf)
+{
+	COUNT(TIMES);
+	if (atomic_load_explicit(&preload_cputime_coarse, memory_order_relaxed))
+		return th_times(buf);
+	/* exact: the system call, its value and errno (EFAULT) */
+	return (clock_t)syscall(SYS_times, buf);
+}
+
+TH_EXPORT clock_t clock(void)
+{
+	COUNT(CLOCK);
+	if (atomic_load_explicit(&preload_cputime_coarse, memory_order_relaxed))
+		return th_clock();
+	/* exact: what libc computes, from the system call the vDSO would
+	 * make anyway for a CPU-time clock */
+	struct timespec ts;
+	if (th_sys_clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
+		return (clock_t)-1;
+	return (clock_t)(ts.tv_sec * CLOCKS_PER_SEC + ts.tv_nsec / (1000000000 / CLOCKS_PER_SEC));
+}
+
+/* ----------------------------------------------- 32-bit time64 entry points */
+
+/*
+ * Where time_t is 32 bits, glibc (2.34 and later) also exports 64-bit-time
+ * twins that programs built with _TIME_BITS=64 call. Their structures are
+ * glibc's __timespec64 / __timeval64. There are none on x86-64 or arm64.
+ */
+#if defined(__GLIBC__) && defined(__TIMESIZE) && __TIMESIZE == 32
+#if defined(__USE_TIME_BITS64)
+#error "build the preload with the native time_t; it defines both the 32- and the 64-bit names"
+#endif
+#include <endian.h>
+struct th_timespec64 {
+	int64_t tv_sec;
+#if __BYTE_ORDER == __BIG_ENDIAN
+	int32_t pad, tv_nsec;
+#else
+	int32_t tv_nsec, pad;
+#endif
+};
+struct th_timeval64 {
+	int64_t tv_sec;
+	int64_t tv_usec;
+};
+
+/* The library computes in the native struct; its seconds fit until 2038,
+ * and a read that fails has left *ts unspecified, like the kernel. */
+static void ts_to64(const struct timespec *a, struct th_timespec64 *b)
+{
+	b->tv_sec = a->tv_sec;
+	b->tv_nsec = (int32_t)a->tv_nsec;
+	b->pad = 0;
+}
+
+TH_EXPORT int __clock_gettime64(clockid_t id, struct th_timespec64 *ts)
+{
+	COUNT(CLOCK_GETTIME);
+	struct timespec t;
+	int r = serve_gettime(id, ts ? &t : NULL);
+	if (r == 0 && ts)
+		ts_to64(&t, ts);
+	return r;
+}
+
+TH_EXPORT int __clock_getres64(clockid_t id, struct th_timespec64 *res)
+{
+	COUNT(CLOCK_GETRES);
+	struct timespec t;
+	int r = serve_getres(id, res ? &t : NULL);
+	if (r == 0 && res)
+		ts_to64(&t, res);
+	return r;
+}
+
+TH_EXPORT int __gettimeofday64(struct th_timeval64 *tv, void *tz)
+{
+	COUNT(GETTIMEOFDAY);
+	struct timeval t;
+	int r = serve_gettimeofday(tv ? &t : NULL, tz);
+	if (r == 0 && tv) {
+		tv->tv_sec = t.tv_sec;
+		tv->tv_usec = t.tv_usec;
+	}
+	return r;
+}
+
+TH_EXPORT int64_t __time64(int64_t *t)
+{
+	COUNT(TIME);
+	time_t s = mode_now() == PRELOAD_KERNEL ? th_ktime(NULL) : th_time(NULL);
+	if (t)
+		*t = s;
+	return s;
+}
+
+TH_EXPORT int __timespec_get64(struct th_timespec64 *ts, int base)
+{
+	COUNT(TIMESPEC_GET);
+	struct timespec t;
+	int r = serve_timespec_get(&t, base);
+	if (r)
+		ts_to64(&t, ts);
+	return r;
+}
+
+TH_EXPORT int __timespec_getres64(struct th_timespec64 *ts, int base)
+{
+	COUNT(TIMESPEC_GETRES);
+	struct timespec t;
+	int r = serve_timespec_getres(ts ? &t : NULL, base);
+	if (r && ts)
+		ts_to64(&t, ts);
+	return r;
+}
+#endif
+
+/* -------------------------------------------------------------- constructor */
+
+/*
+ * Attach now, while the program can still open files (the trust probe reads
+ * sysfs and /proc) and before it can install a seccomp filter, then touch every
+ * accelerated path once so that no later read does first-time work.
+ */
+__attribute__((constructor)) static void preload_attach(void)
+{
+	struct timespec ts;
+	struct timeval tv;
+	th_clock_gettime(CLOCK_MONOTONIC, &ts);
+
+	int mode = PRELOAD_FULL, coarse = 0;
+	/* th__ready()'s acquire load makes the configuration parsed at
+	 * attach visible (it is read-only afterwards). Not ready: another
+	 * thread is attaching (a dlopen() into a running program); keep the
+	 * safe defaults. */
+	if (th__ready()) {
+		const struct th_config *c = &th__P.cfg;
+		if (c->disable)
+			mode = PRELOAD_KERNEL;
+		else if (c->relaxed)
+			mode = PRELOAD_RELAXED;
+		coarse = c->cputime_coarse && !c->disable;
+	}
+
+	static const clockid_t warm[] = {
+		CLOCK_REALTIME, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_COARSE,
+		CLOCK_REALTIME_COARSE, TH_CLOCK_MONOTONIC_RELAXED, TH_CLOCK_REALTIME_RELAXED,
+	};
+	for (size_t i = 0; i < sizeof warm / sizeof *warm; i++)
+		th_clock_gettime(warm[i], &ts);
+	th_clock_getres(CLOCK_MONOTONIC_COARSE, &ts);
+	th_gettimeofday(&tv, NULL);
+	th_time(NULL);
+	if (coarse) {
+		struct tms tm;
+		th_times(&tm);
+		th_clock();
+		th_clock_gettime(TH_CLOCK_PROCESS_CPUTIME_COARSE, &ts);
+		th_clock_gettime(TH_CLOCK_THREAD_CPUTIME_COARSE, &ts);
+	}
+
+	/* Relaxed stores: see preload_mode. Threads the program creates later
+	 * are ordered after them by pthread_create. */
+	atomic_store_explicit(&preload_cputime_coarse, coarse, memory_order_relaxed);
+	atomic_store_explicit(&preload_mode, mode, memory_order_relaxed);
+#ifdef TH_PRELOAD_COUNT
+	atomic_store_explicit(&th_preload_ctor_ran, 1, memory_order_relaxed);
+#endif
+}

@@ -35,6 +35,7 @@ struct bench_row {
 	char floor[16];      /* floor name; "" = none */
 	double floor_ns;
 	double ratio_floor;  /* median of per-round ratios; 0 = n/a */
+	double over_floor_ns; /* median of per-round differences */
 	int runs;
 	uint64_t calls;      /* per run (per thread for scaling) */
 	double wall_s;       /* scaling: median WALL */

@@ -262,11 +262,12 @@ static int op_selected(const char *only, int op)
 	return 0;
 }
 
-static int ratio_samples(const struct contender *a, const struct contender *b, double *out)
+/* Per-round a/b (or a-b): both ran in the same round, side by side. */
+static int ratio_samples(const struct contender *a, const struct contender *b, double *out, int diff)
 {
 	int n = a->nsamples < b->nsamples ? a->nsamples : b->nsamples;
 	for (int i = 0; i < n; i++)
-		out[i] = a->ns[i] / b->ns[i];
+		out[i] = diff ? a->ns[i] - b->ns[i] : a->ns[i] / b->ns[i];
 	return n;
 }
 
@@ -369,7 +370,7 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 		row->calls = x->n;
 		int rc = refc[p->ref];
 		if (rc >= 0 && x->impl != ref_impl) {
-			int n = ratio_samples(x, &c[rc], tmp);
+			int n = ratio_samples(x, &c[rc], tmp, 0);
 			row->ratio_vdso = median(tmp, n);
 			memcpy(tmp, c[rc].ns, (size_t)c[rc].nsamples * sizeof(double));
 			row->vdso_ref_ns = median(tmp, c[rc].nsamples);
@@ -379,10 +380,12 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 		}
 		int fc = first[x->op] + count[x->op] - 1;
 		if (count[x->op] > 0 && c[fc].impl < 0) {
-			int n = ratio_samples(x, &c[fc], tmp);
+			int n = ratio_samples(x, &c[fc], tmp, 0);
 			snprintf(row->floor, sizeof row->floor, "%s", floor_name[p->floor]);
 			row->floor_ns = floor_med[p->floor];
 			row->ratio_floor = median(tmp, n);
+			n = ratio_samples(x, &c[fc], tmp, 1);
+			row->over_floor_ns = median(tmp, n);
 		}
 		if (x->op == OP_TIMESPEC_GET && x->impl == I_SYS)
 			snprintf(row->note, sizeof row->note, "clock_gettime(CLOCK_REALTIME) system call");

@@ -1,0 +1,994 @@
+/*
+ * timehandsd: one publisher of time records for every process on the machine
+ * (FreeBSD's shared-page timehands, in user space). See timehandsd(8).
+ *
+ * The page: a memfd of TH_PAGE_SIZE bytes (core/page.h) mapped read-write
+ * here, then sealed against shrinking, growing and any new writable mapping;
+ * its descriptor is handed to whoever connects to the Unix socket at the page
+ * path (attach/page_client.c is the other end). Nothing is ever written to
+ * the file system but the socket (and an optional pid file).
+ *
+ * The records: the same ring, records and publication protocol as local mode
+ * (record.h), planned by the same discipline (discipline.h). One thread, one
+ * loop: every tick (timerfd on MONOTONIC) it samples the kernel and publishes
+ * a record — a continuation of the line when on time (th_plan_next, or
+ * th_plan_refresh before the anchor), else the install path (KERNEL floor,
+ * TRANSIT guard, fresh line) — then a heartbeat. A REALTIME step wakes it at
+ * once (timerfd with TFD_TIMER_CANCEL_ON_SET); a resume shows as a jump of
+ * BOOTTIME - MONOTONIC and a counter discontinuity.
+ *
+ * Readers cannot announce into the page (it is read-only for them), so the
+ * daemon is the only writer of `cur` and its compare-and-swaps never fail;
+ * a reader that finds a record expired treats the daemon as late
+ * (page_client.h). To keep that rare, a continuation is only committed while
+ * the current record has at least half a tick of validity left.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <math.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/timerfd.h>
+#include <sys/un.h>
+#include <syslog.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "counter.h"
+#include "cross_cpu.h"
+#include "discipline.h"
+#include "kclock.h"
+#include "page.h"
+#include "page_client.h"
+#include "record.h"
+#include "timehands.h"
+#include "trust.h"
+
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+#define NS_PER_S 1000000000LL
+#define MAX_ACCEPTS 64           /* clients served per wakeup, so ticks are never starved */
+#define CROSS_CPU_ROUNDS 2000
+#define LATE_MARGIN_NS 10000     /* a continuation needs this much validity left on the current record */
+
+struct daemon {
+	/* options */
+	const char *page_path;
+	const char *user;
+	const char *pidfile;
+	uint64_t tick_ns;
+	int foreground;
+	int counter_mode;
+	int test_seam;
+	int verbose;
+	int skip_cross_cpu;
+
+	/* resources */
+	struct th_page_hdr *hdr;
+	struct th_timeline *tl;
+	int memfd, lfd, tick_fd, rt_fd, sig_fd;
+	int socket_bound;
+
+	/* writer state */
+	struct th_trust trust;
+	struct th_cross_cpu xcpu;
+	int lines;                /* publish counter lines (else kernel records) */
+	int counter_usable;       /* lines, possibly suspended after repeated jumps */
+	struct th_disc disc;
+	uint64_t min_width;
+	uint64_t jumps[3];
+	uint64_t distrust_until, distrust_ns;
+	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
+	int64_t last_off_boot;
+	uint64_t next_tick;
+	uint64_t flags;
+
+	/* statistics */
+	uint64_t windups, installs, late, kernel_records, clients;
+};
+
+static struct daemon D;
+
+/* ------------------------------------------------------------ logging */
+
+static void logmsg(int prio, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void logmsg(int prio, const char *fmt, ...)
+{
+	if (prio == LOG_DEBUG && !D.verbose)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	if (D.foreground) {
+		char line[512];
+		vsnprintf(line, sizeof line, fmt, ap);
+		fprintf(stderr, "timehandsd: %s\n", line);
+	} else {
+		vsyslog(prio, fmt, ap);
+	}
+	va_end(ap);
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void die(const char *fmt, ...)
+{
+	char line[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(line, sizeof line, fmt, ap);
+	va_end(ap);
+	logmsg(LOG_ERR, "%s", line);
+	if (!D.foreground)
+		fprintf(stderr, "timehandsd: %s\n", line);
+	exit(1);
+}
+
+/* ------------------------------------------------------------ kernel clocks */
+
+static inline int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * NS_PER_S + t->tv_nsec;
+}
+
+static int64_t kread_ns(clockid_t id)
+{
+	struct timespec ts = {0, 0};
+	th_kclock_gettime(id, &ts);
+	int64_t v = ts_ns(&ts);
+	if (id == CLOCK_REALTIME || id == CLOCK_TAI)
+		v += D.realtime_bias; /* 0 unless the test seam stepped it */
+	return v;
+}
+
+/* ------------------------------------------------------------ sampling */
+
+/*
+ * The sampling of local mode (attach/local.c take_sample), on the daemon's
+ * state: counter readings sandwiching a kernel reading, the narrowest of up
+ * to three kept; then the REALTIME and BOOTTIME offsets bracketed by
+ * MONOTONIC readings; TAI - REALTIME in whole seconds.
+ */
+static void sandwich(clockid_t id, int ctr, uint64_t *c, uint64_t *width, int64_t *k)
+{
+	struct timespec ts = {0, 0};
+	uint64_t best = ~(uint64_t)0;
+	for (int i = 0; i < 3; i++) {
+		uint64_t c0 = ctr ? th_counter_ordered() : 0;
+		th_kclock_gettime(id, &ts);
+		uint64_t c1 = ctr ? th_counter_ordered() : 0;
+		uint64_t w = c1 - c0;
+		if (i == 0 || w < best) {
+			best = w;
+			*c = c0 + w / 2;
+			*k = ts_ns(&ts);
+		}
+		if (!ctr || w <= D.min_width + D.min_width / 2 + 1)
+			break;
+	}
+	*width = best;
+	if (ctr && best < D.min_width)
+		D.min_width = best;
+}
+
+static void take_sample(struct th_sample *s, int ctr, int full)
+{
+	memset(s, 0, sizeof *s);
+	s->counter_ok = ctr;
+	/* The kernel's tick first: the record's coarse value (the line at the
+	 * sandwich) is never older than the tick it is tagged with. */
+	if (full)
+		s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+	sandwich(CLOCK_MONOTONIC, ctr, &s->c, &s->width, &s->mono);
+	sandwich(CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
+	if (!full)
+		return;
+	int64_t maxhw = (int64_t)D.disc.cfg.max_sample_err_ns;
+	for (int i = 0; i < 8; i++) {
+		int64_t m1 = kread_ns(CLOCK_MONOTONIC);
+		int64_t r = kread_ns(CLOCK_REALTIME);
+		int64_t m2 = kread_ns(CLOCK_MONOTONIC);
+		int64_t b = kread_ns(CLOCK_BOOTTIME);
+		int64_t m3 = kread_ns(CLOCK_MONOTONIC);
+		int64_t hw_r = (m2 - m1) / 2 + 1, hw_b = (m3 - m2) / 2 + 1;
+		if (i == 0 || hw_r < s->off_real_hw) {
+			s->off_real = r - (m1 + m2) / 2;
+			s->off_real_hw = hw_r;
+		}
+		if (i == 0 || hw_b < s->off_boot_hw) {
+			s->off_boot = b - (m2 + m3) / 2;
+			s->off_boot_hw = hw_b;
+		}
+		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
+			break;
+	}
+	int64_t r = kread_ns(CLOCK_REALTIME);
+	int64_t t = kread_ns(CLOCK_TAI);
+	s->tai_sec = (t - r + NS_PER_S / 2) / NS_PER_S;
+	if (t - r + NS_PER_S / 2 < 0)
+		s->tai_sec -= 1;
+}
+
+static void quick_sample(struct th_sample *g)
+{
+	memset(g, 0, sizeof *g);
+	g->mono = kread_ns(CLOCK_MONOTONIC);
+	g->raw = kread_ns(CLOCK_MONOTONIC_RAW);
+	g->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+}
+
+/* ------------------------------------------------------------ publishing */
+
+static void snap_from_val(const struct th_rec_val *v, uint64_t cur, struct th_snap *out)
+{
+	memset(out, 0, sizeof *out);
+	out->kind = v->kind;
+	out->epoch = v->epoch;
+	out->coarse = v->coarse;
+	out->tick = v->tick;
+	out->due_ns = v->due_ns;
+	for (int l = 0; l < TH_NLINES; l++) {
+		out->ceil[l] = v->ceil[l];
+		out->guard[l] = v->guard[l];
+		out->bound[l] = v->bound[l];
+	}
+	out->cur = cur;
+}
+
+/*
+ * A kernel-mode record's coarse value: what a fine read through it returns
+ * at the sample, phi(k), never below the previous coarse value. Readers of
+ * the page take coarse clocks from the record alone, so unlike local mode
+ * (which asks the kernel's coarse clock) the daemon keeps it moving. phi is
+ * non-decreasing in k and C, so a later fine read is never below it (G4).
+ */
+static void kernel_coarse(struct th_rec_val *v, const struct th_sample *s)
+{
+	uint64_t c = th_phi((uint64_t)s->mono, v->ceil[TH_MONO], v->bound[TH_MONO]);
+	if (c > v->coarse)
+		v->coarse = c;
+}
+
+static uint64_t publish_kernel(const struct th_snap *prev, const struct th_sample *s, uint64_t due_in,
+			       uint64_t guard_ns, struct th_rec_val *v)
+{
+	th_plan_kernel(&D.disc, prev, s, due_in, guard_ns, v);
+	kernel_coarse(v, s);
+	D.kernel_records++;
+	return th_commit_force(D.tl, v);
+}
+
+/*
+ * Install a fresh line; the install path of local mode (local.c install_line,
+ * whose comment gives the argument step by step), with nobody to announce:
+ * the commits cannot fail, and the re-read of the kernel after TRANSIT is
+ * published is what keeps a stalled daemon from starting the line below a
+ * value a reader of the older record returned.
+ */
+static int install_line(const struct th_snap *prev, int have_prev)
+{
+	struct th_snap base;
+	memset(&base, 0, sizeof base);
+	if (have_prev)
+		base = *prev;
+	D.installs++;
+	for (int attempt = 0; attempt < 4; attempt++) {
+		struct th_sample g;
+		quick_sample(&g);
+		struct th_rec_val v;
+		uint64_t ahead = 0;
+		if (have_prev) {
+			uint64_t cm = th_snap_ceiling(&base, TH_MONO), cr = th_snap_ceiling(&base, TH_RAW);
+			uint64_t am = cm > (uint64_t)g.mono ? cm - (uint64_t)g.mono : 0;
+			uint64_t ar = cr > (uint64_t)g.raw ? cr - (uint64_t)g.raw : 0;
+			ahead = am > ar ? am : ar;
+		}
+		if (ahead > D.disc.cfg.guard_ns) {
+			/* The old line may still be served up to C: the kernel
+			 * serves (floored) until it reaches C. */
+			publish_kernel(have_prev ? &base : NULL, &g, ahead, 0, &v);
+			logmsg(LOG_DEBUG, "install: old line ahead of the kernel by %llu ns, kernel records until then",
+			       (unsigned long long)ahead);
+			return -1;
+		}
+		uint64_t tw = publish_kernel(have_prev ? &base : NULL, &g, D.tick_ns, D.disc.cfg.guard_ns, &v);
+		snap_from_val(&v, tw, &base);
+		have_prev = 1;
+		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
+		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW])
+			continue; /* stalled since g: a reader may be past the guard */
+		/* Acquire: the sample below is taken after this load (the same
+		 * pairing as local mode; no announcer can intervene here). */
+		uint64_t x = atomic_load_explicit(&D.tl->cur, memory_order_acquire);
+		struct th_sample s;
+		take_sample(&s, 1, 0);
+		s.tick = g.tick;
+		if ((double)s.width * D.disc.line[TH_MONO].rate > 2 * D.disc.cfg.max_sample_err_ns ||
+		    (double)s.width_raw * D.disc.line[TH_RAW].rate > 2 * D.disc.cfg.max_sample_err_ns)
+			continue;
+		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
+		th_plan_fresh(&D.disc, &s, guard, &v);
+		if (th_commit(D.tl, x, &v) == 0)
+			return 0;
+	}
+	struct th_sample g;
+	struct th_rec_val k;
+	quick_sample(&g);
+	publish_kernel(&base, &g, D.tick_ns, 0, &k);
+	return -1;
+}
+
+static void note_jump(uint64_t now)
+{
+	D.jumps[0] = D.jumps[1];
+	D.jumps[1] = D.jumps[2];
+	D.jumps[2] = now ? now : 1;
+	if (D.jumps[0] && now - D.jumps[0] < 60 * (uint64_t)NS_PER_S) {
+		D.distrust_ns = D.distrust_ns ? D.distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
+		if (D.distrust_ns > 600 * (uint64_t)NS_PER_S)
+			D.distrust_ns = 600 * (uint64_t)NS_PER_S;
+		D.distrust_until = now + D.distrust_ns;
+		D.jumps[0] = D.jumps[1] = D.jumps[2] = 0;
+		logmsg(LOG_WARNING, "the counter diverged from the kernel 3 times within 60 s: kernel records for %llu s",
+		       (unsigned long long)(D.distrust_ns / NS_PER_S));
+	}
+}
+
+/* Sample, plan, publish, heartbeat. `noticed` is the kernel MONOTONIC at
+ * which a REALTIME step was noticed (0: an ordinary tick). */
+static void windup(uint64_t noticed)
+{
+	struct th_snap s;
+	unsigned retries = 0;
+	/* Acquire: the sample below is taken after this load; th_commit
+	 * compares against it (single writer: it cannot have changed). */
+	uint64_t x = atomic_load_explicit(&D.tl->cur, memory_order_acquire);
+	int have = th_snapshot(D.tl, &s, &retries) == 0;
+
+	uint64_t now = (uint64_t)D.disc.line[TH_MONO].last_k;
+	int ctr = D.counter_usable && (D.distrust_until == 0 || now >= D.distrust_until);
+	if (ctr && D.distrust_until) {
+		D.distrust_until = 0;
+		logmsg(LOG_NOTICE, "counter trusted again");
+	}
+
+	struct th_sample smp;
+	take_sample(&smp, ctr, 1);
+	int64_t old_off_real = D.disc.off_real;
+	int fl = th_disc_observe(&D.disc, &smp, have ? &s : NULL);
+	D.windups++;
+	if (D.last_off_boot && smp.off_boot - D.last_off_boot > 1000000) {
+		logmsg(LOG_NOTICE, "resume detected: BOOTTIME - MONOTONIC grew by %lld ms",
+		       (long long)((smp.off_boot - D.last_off_boot) / 1000000));
+	}
+	D.last_off_boot = smp.off_boot;
+	if (fl & TH_OBS_JUMP) {
+		atomic_fetch_add_explicit(&D.hdr->resyncs, 1, memory_order_relaxed);
+		logmsg(LOG_NOTICE, "counter discontinuity (jump, suspend or migration): line re-anchored");
+		note_jump((uint64_t)smp.mono);
+		if (D.distrust_until)
+			ctr = 0;
+	}
+	if (fl & TH_OBS_STEP) {
+		atomic_fetch_add_explicit(&D.hdr->steps, 1, memory_order_relaxed);
+		atomic_store_explicit(&D.hdr->last_step_ns, noticed ? noticed : (uint64_t)smp.mono,
+				      memory_order_relaxed);
+		logmsg(LOG_INFO, "REALTIME stepped by %lld us: followed (epoch %u)",
+		       (long long)((D.disc.off_real - old_off_real) / 1000), (unsigned)D.disc.epoch);
+	}
+
+	struct th_rec_val v;
+	if (!ctr) {
+		publish_kernel(have ? &s : NULL, &smp, D.tick_ns, 0, &v);
+		return;
+	}
+	if (!th_disc_ready(&D.disc)) {
+		publish_kernel(have ? &s : NULL, &smp, D.disc.cfg.calib_ns, 0, &v);
+		return;
+	}
+	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
+		int64_t d = (int64_t)(smp.c - s.anchor);
+		/* Commit a continuation only while the current record still
+		 * has LATE_MARGIN_NS of validity left, checked once more right
+		 * before the commit: readers cannot announce, so a continuation
+		 * that lands after the expiry would follow kernel values that
+		 * readers which found the record expired returned meanwhile
+		 * (they leave the page for that reason, page_client.h). Past
+		 * it, the install path starts a fresh line above the kernel. */
+		int64_t margin = (int64_t)((double)LATE_MARGIN_NS / D.disc.line[TH_MONO].rate);
+		if (d >= s.dmin && d <= s.dhi - margin) {
+			if (d >= 0 && !(fl & TH_OBS_BAD))
+				th_plan_next(&D.disc, &s, &smp, &v);
+			else
+				th_plan_refresh(&D.disc, &s, &smp, &v);
+			/* Last look at the counter before the commit. */
+			int64_t dn = (int64_t)(th_counter_ordered() - s.anchor);
+			if (dn <= s.dhi - margin && th_commit(D.tl, x, &v) == 0)
+				return;
+		}
+		D.late++;
+		logmsg(LOG_DEBUG, "late: current record %s (d %lld, dhi %lld, margin %lld, window %llu us)", d > s.dhi ? "expired" : "too close to its expiry", (long long)d, (long long)s.dhi, (long long)margin, (unsigned long long)(D.disc.window_ns / 1000));
+	}
+	if (fl & TH_OBS_BAD) {
+		publish_kernel(have ? &s : NULL, &smp, D.tick_ns / 4, 0, &v);
+		return;
+	}
+	install_line(&s, have);
+}
+
+/* Kernel MONOTONIC at which the current record wants a windup. */
+static uint64_t record_due(void)
+{
+	struct th_snap s;
+	unsigned retries = 0;
+	if (th_snapshot(D.tl, &s, &retries) != 0)
+		return 0;
+	if (s.kind != TH_REC_LINE)
+		return s.due_ns;
+	return th_line_eval(&s, TH_MONO, s.ddue);
+}
+
+static void beat(void)
+{
+	th_page_beat(D.hdr, (uint64_t)kread_ns(CLOCK_MONOTONIC));
+}
+
+/* ------------------------------------------------------------ timers */
+
+static void arm_realtime_watch(void)
+{
+	/* An absolute REALTIME timer far in the future that the kernel
+	 * cancels (read() fails with ECANCELED) whenever REALTIME is set. */
+	struct itimerspec its;
+	memset(&its, 0, sizeof its);
+	struct timespec now;
+	clock_gettime(CLOCK_REALTIME, &now);
+	its.it_value.tv_sec = now.tv_sec + 10 * 366 * 86400L;
+	if (timerfd_settime(D.rt_fd, TFD_TIMER_ABSTIME | TFD_TIMER_CANCEL_ON_SET, &its, NULL) != 0)
+		logmsg(LOG_WARNING, "cannot watch for REALTIME steps: %s (steps are noticed at the next tick)",
+		       strerror(errno));
+}
+
+static void arm_tick(void)
+{
+	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+	if (D.next_tick <= now) {
+		/* On time: the next tick; late (stopped, suspended): skip the
+		 * missed ones and stay on the grid. */
+		uint64_t missed = (now - D.next_tick) / D.tick_ns + 1;
+		D.next_tick += missed * D.tick_ns;
+	}
+	uint64_t when = D.next_tick;
+	uint64_t due = record_due();
+	if (due && due < when)
+		when = due;
+	if (when < now + 20000)
+		when = now + 20000; /* never spin: at most one wakeup per 20 us */
+	struct itimerspec its;
+	memset(&its, 0, sizeof its);
+	its.it_value.tv_sec = (time_t)(when / NS_PER_S);
+	its.it_value.tv_nsec = (long)(when % NS_PER_S);
+	if (timerfd_settime(D.tick_fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+		die("timerfd_settime: %s", strerror(errno));
+}
+
+/* ------------------------------------------------------------ serving */
+
+static void serve_clients(void)
+{
+	for (int i = 0; i < MAX_ACCEPTS; i++) {
+		int c = accept4(D.lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+		if (c < 0) {
+			if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED)
+				logmsg(LOG_WARNING, "accept: %s", strerror(errno));
+			return;
+		}
+		struct {
+			uint64_t magic;
+			uint32_t abi;
+			uint32_t size;
+		} hello = {TH_PAGE_MAGIC, TH_PAGE_ABI, TH_PAGE_SIZE};
+		union {
+			char buf[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} ctl;
+		memset(&ctl, 0, sizeof ctl);
+		struct iovec iov = {.iov_base = &hello, .iov_len = sizeof hello};
+		struct msghdr msg;
+		memset(&msg, 0, sizeof msg);
+		msg.msg_iov = &iov;
+		msg.msg_iovlen = 1;
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof ctl.buf;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &D.memfd, sizeof(int));
+		/* Never blocks: a fresh socket's buffer holds the greeting. */
+		if (sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+			logmsg(LOG_DEBUG, "sendmsg: %s", strerror(errno));
+		else
+			D.clients++;
+		close(c);
+	}
+}
+
+/* ------------------------------------------------------------ setup */
+
+static void make_page(void)
+{
+	D.memfd = memfd_create("timehands-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (D.memfd < 0)
+		die("memfd_create: %s", strerror(errno));
+	if (ftruncate(D.memfd, TH_PAGE_SIZE) != 0)
+		die("ftruncate: %s", strerror(errno));
+	if (fchmod(D.memfd, 0644) != 0)
+		logmsg(LOG_WARNING, "fchmod on the page: %s", strerror(errno));
+	void *m = mmap(NULL, TH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, D.memfd, 0);
+	if (m == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	if (mlock(m, TH_PAGE_SIZE) != 0)
+		logmsg(LOG_DEBUG, "mlock: %s", strerror(errno));
+	struct th_page_ident id;
+	memset(&id, 0, sizeof id);
+	id.counter_kind = D.lines ? TH_COUNTER_KIND : 0;
+	id.publisher_pid = (uint32_t)getpid();
+	id.nominal_hz = D.trust.nominal_hz > 0 ? (uint64_t)llround(D.trust.nominal_hz) : 0;
+	if (id.nominal_hz && (id.nominal_hz < TH_PAGE_MIN_HZ || id.nominal_hz > TH_PAGE_MAX_HZ))
+		id.nominal_hz = 0;
+	id.tick_ns = D.tick_ns;
+	if (th__page_read_boot_id(id.boot_id) != 0)
+		logmsg(LOG_WARNING, "cannot read the boot id: clients will rely on the heartbeat alone");
+	if (th__page_read_timens(&id.timens_mono_ns, &id.timens_boot_ns) != 0)
+		logmsg(LOG_WARNING, "cannot read this process's time-namespace offsets");
+	id.start_ns = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+	id.clocksource = D.trust.clocksource;
+	th_page_init(m, &id);
+	D.hdr = m;
+	D.tl = th_page_timeline(D.hdr);
+}
+
+static void seal_page(void)
+{
+	/* After this, nobody can shrink or grow the file (a mapping can never
+	 * fault) nor get a new writable mapping or write() it; our mapping,
+	 * made before, stays writable. F_SEAL_SEAL: no seal can be removed
+	 * (none can be anyway) nor added. */
+	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
+	if (fcntl(D.memfd, F_ADD_SEALS, seals) != 0)
+		die("sealing the page (F_SEAL_FUTURE_WRITE needs Linux 5.1): %s", strerror(errno));
+}
+
+static int connectable(const char *path)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return 0;
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	int ok = connect(s, (struct sockaddr *)&sa, sizeof sa) == 0;
+	close(s);
+	return ok;
+}
+
+static void make_socket(void)
+{
+	const char *path = D.page_path;
+	struct sockaddr_un sa;
+	size_t len = strlen(path);
+	if (path[0] != '/' || len >= sizeof sa.sun_path)
+		die("page path must be absolute and shorter than %zu bytes: %s", sizeof sa.sun_path, path);
+	char dir[sizeof sa.sun_path];
+	memcpy(dir, path, len + 1);
+	char *slash = strrchr(dir, '/');
+	if (slash == dir)
+		slash[1] = 0;
+	else
+		*slash = 0;
+	struct stat st;
+	if (stat(dir, &st) != 0) {
+		if (errno != ENOENT || mkdir(dir, 0755) != 0 || stat(dir, &st) != 0)
+			die("cannot create the socket directory %s: %s", dir, strerror(errno));
+	}
+	char why[160];
+	if (th__page_trust_dir((uint32_t)st.st_uid, (uint32_t)st.st_mode, (uint32_t)getuid(), (uint32_t)geteuid(),
+			       why, sizeof why) != 0)
+		die("%s (%s): clients would refuse it", why, dir);
+	if (lstat(path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			die("%s exists and is not a socket", path);
+		if (connectable(path))
+			die("another timehandsd is serving %s", path);
+		if (unlink(path) != 0)
+			die("cannot remove the stale socket %s: %s", path, strerror(errno));
+	}
+	D.lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (D.lfd < 0)
+		die("socket: %s", strerror(errno));
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	memcpy(sa.sun_path, path, len + 1);
+	/* The socket is created with 0666 & ~umask; anyone may connect (the
+	 * page is public), nobody but us may replace it (the directory). */
+	mode_t old = umask(0);
+	int rc = bind(D.lfd, (struct sockaddr *)&sa, sizeof sa);
+	umask(old);
+	if (rc != 0)
+		die("bind %s: %s", path, strerror(errno));
+	D.socket_bound = 1;
+	/* SO_PEERCRED on a client's socket reports our credentials as of this
+	 * listen(): root's when started as root, even after the drop. */
+	if (listen(D.lfd, 128) != 0)
+		die("listen: %s", strerror(errno));
+}
+
+static void make_fds(void)
+{
+	D.tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	D.rt_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
+	if (D.tick_fd < 0 || D.rt_fd < 0)
+		die("timerfd_create: %s", strerror(errno));
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGTERM);
+	sigaddset(&set, SIGINT);
+	sigaddset(&set, SIGHUP);
+	sigaddset(&set, SIGUSR1);
+	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
+		die("sigprocmask: %s", strerror(errno));
+	D.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+	if (D.sig_fd < 0)
+		die("signalfd: %s", strerror(errno));
+	signal(SIGPIPE, SIG_IGN);
+	arm_realtime_watch();
+}
+
+static void write_pidfile(void)
+{
+	if (!D.pidfile)
+		return;
+	char tmp[PATH_MAX];
+	snprintf(tmp, sizeof tmp, "%s.tmp", D.pidfile);
+	FILE *f = fopen(tmp, "we");
+	if (!f || fprintf(f, "%ld\n", (long)getpid()) < 0 || fclose(f) != 0 || rename(tmp, D.pidfile) != 0)
+		die("cannot write the pid file %s: %s", D.pidfile, strerror(errno));
+}
+
+static void drop_privileges(void)
+{
+	if (geteuid() != 0)
+		return;
+	if (strcmp(D.user, "root") == 0) {
+		logmsg(LOG_WARNING, "running as root (--user root)");
+		return;
+	}
+	uid_t uid;
+	gid_t gid;
+	struct passwd *pw = getpwnam(D.user);
+	if (pw) {
+		uid = pw->pw_uid;
+		gid = pw->pw_gid;
+	} else if (strcmp(D.user, "nobody") == 0) {
+		uid = 65534;
+		gid = 65534;
+	} else {
+		die("no user %s", D.user);
+	}
+	if (uid == 0)
+		die("--user %s is root", D.user);
+	if (setgroups(1, &gid) != 0 || setgid(gid) != 0 || setuid(uid) != 0)
+		die("dropping privileges to %s: %s", D.user, strerror(errno));
+	if (setuid(0) == 0)
+		die("could regain root after dropping privileges");
+	/* Not dumpable: another process of the same user cannot ptrace us
+	 * or write our writable mapping of the page through /proc. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+	logmsg(LOG_INFO, "running as %s (uid %u), keeping the page mapping and the socket", D.user, (unsigned)uid);
+}
+
+static void decide_counter(void)
+{
+	th_trust_probe(&D.trust, D.counter_mode);
+	int tsc_forbidden = 0;
+#if defined(__x86_64__)
+	int mode = 0;
+	tsc_forbidden = prctl(PR_GET_TSC, &mode, 0, 0, 0) == 0 && mode == PR_TSC_SIGSEGV;
+#endif
+	if (!D.skip_cross_cpu && D.trust.available && !tsc_forbidden && D.counter_mode != TH_CTR_OFF) {
+		th_cross_cpu_check(&D.xcpu, CROSS_CPU_ROUNDS);
+		if (D.xcpu.passed)
+			logmsg(LOG_INFO, "cross-CPU check passed on %d CPUs (%llu handoffs each way, least gap %lld counts)",
+			       D.xcpu.cpus_checked, (unsigned long long)D.xcpu.rounds, (long long)D.xcpu.min_gap);
+		else
+			logmsg(LOG_WARNING, "cross-CPU check failed: %s", D.xcpu.reason);
+	}
+	if (D.trust.usable) {
+		D.lines = 1;
+		if (D.counter_mode == TH_CTR_AUTO)
+			D.flags |= TH_PAGE_COUNTER_KERNEL;
+	} else if (D.trust.available && D.trust.invariant && D.xcpu.passed && !tsc_forbidden &&
+		   D.counter_mode != TH_CTR_OFF) {
+		D.lines = 1;
+		logmsg(LOG_NOTICE, "clocksource %s: vouching for the counter after the cross-CPU check",
+		       D.trust.clocksource);
+	} else {
+		logmsg(LOG_NOTICE, "publishing kernel records only: %s", D.trust.reason);
+	}
+	if (D.xcpu.passed)
+		D.flags |= TH_PAGE_CROSS_CPU_CHECKED;
+	if (D.lines)
+		D.flags |= TH_PAGE_COUNTER_LINES;
+	D.counter_usable = D.lines;
+}
+
+static void init_discipline(void)
+{
+	struct th_disc_config dc;
+	/* Record window: two ticks, so that the record published every tick
+	 * (continuation or refresh) always has a tick of validity to spare
+	 * and its coarse value is at most a tick old. */
+	th_disc_config_default(&dc, 2 * D.tick_ns);
+	if (D.trust.nominal_hz > 0)
+		dc.nominal_rate = 1e9 / D.trust.nominal_hz;
+	th_disc_init(&D.disc, &dc);
+	D.min_width = ~(uint64_t)0;
+}
+
+/* Fork into the background; the parent exits once the child serves the page
+ * (or with the child's failure). Returns the write end of the readiness pipe
+ * in the child. */
+static int daemonize(void)
+{
+	int p[2];
+	if (pipe2(p, O_CLOEXEC) != 0)
+		die("pipe: %s", strerror(errno));
+	pid_t pid = fork();
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0) {
+		close(p[1]);
+		char ok = 0;
+		ssize_t k;
+		do
+			k = read(p[0], &ok, 1);
+		while (k < 0 && errno == EINTR);
+		_exit(k == 1 && ok == 1 ? 0 : 1);
+	}
+	close(p[0]);
+	if (setsid() < 0)
+		die("setsid: %s", strerror(errno));
+	pid = fork(); /* not a session leader: can never acquire a terminal */
+	if (pid < 0)
+		die("fork: %s", strerror(errno));
+	if (pid > 0)
+		_exit(0);
+	if (chdir("/") != 0)
+		die("chdir /: %s", strerror(errno));
+	openlog("timehandsd", LOG_PID, LOG_DAEMON);
+	return p[1];
+}
+
+static void detach_stdio(int ready_fd)
+{
+	int fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (fd >= 0) {
+		dup2(fd, 0);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		if (fd > 2)
+			close(fd);
+	}
+	char ok = 1;
+	if (write(ready_fd, &ok, 1) != 1)
+		logmsg(LOG_WARNING, "cannot tell the parent we are ready");
+	close(ready_fd);
+}
+
+/* ------------------------------------------------------------ main */
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: timehandsd [--page PATH] [--hz N] [--foreground] [--user NAME] [--pidfile PATH]\n"
+		   "                  [--counter auto|off|force] [--no-cross-cpu] [--verbose] [--test-seam]\n"
+		   "Publishes the shared time page at PATH (default %s). See timehandsd(8).\n",
+		TH_DEFAULT_PAGE);
+}
+
+static void parse_args(int argc, char **argv)
+{
+	D.page_path = TH_DEFAULT_PAGE;
+	D.user = "nobody";
+	D.counter_mode = TH_CTR_AUTO;
+	long hz = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+		if (strcmp(a, "--page") == 0 && val) {
+			D.page_path = val;
+			i++;
+		} else if (strcmp(a, "--hz") == 0 && val) {
+			char *end;
+			hz = strtol(val, &end, 10);
+			if (*end || hz < 1 || hz > (long)(NS_PER_S / TH_PAGE_MIN_TICK_NS))
+				die("--hz wants 1..%lld", (long long)(NS_PER_S / TH_PAGE_MIN_TICK_NS));
+			i++;
+		} else if (strcmp(a, "--user") == 0 && val) {
+			D.user = val;
+			i++;
+		} else if (strcmp(a, "--pidfile") == 0 && val) {
+			D.pidfile = val;
+			i++;
+		} else if (strcmp(a, "--counter") == 0 && val) {
+			if (strcmp(val, "auto") == 0)
+				D.counter_mode = TH_CTR_AUTO;
+			else if (strcmp(val, "off") == 0)
+				D.counter_mode = TH_CTR_OFF;
+			else if (strcmp(val, "force") == 0)
+				D.counter_mode = TH_CTR_FORCE;
+			else
+				die("--counter wants auto, off or force");
+			i++;
+		} else if (strcmp(a, "--foreground") == 0 || strcmp(a, "-f") == 0) {
+			D.foreground = 1;
+		} else if (strcmp(a, "--verbose") == 0 || strcmp(a, "-v") == 0) {
+			D.verbose = 1;
+		} else if (strcmp(a, "--no-cross-cpu") == 0) {
+			D.skip_cross_cpu = 1;
+		} else if (strcmp(a, "--test-seam") == 0) {
+			D.test_seam = 1;
+		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+			usage(stdout);
+			exit(0);
+		} else {
+			usage(stderr);
+			exit(2);
+		}
+	}
+	if (hz) {
+		D.tick_ns = (uint64_t)(NS_PER_S / hz);
+	} else {
+		/* Default: the kernel's coarse clock resolution (its tick), so
+		 * that coarse clocks from the page are never staler than the
+		 * kernel's own. */
+		struct timespec res = {0, 0};
+		D.tick_ns = 4000000;
+		if (th_kclock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && ts_ns(&res) > 0)
+			D.tick_ns = (uint64_t)ts_ns(&res);
+	}
+	if (D.tick_ns < TH_PAGE_MIN_TICK_NS)
+		D.tick_ns = TH_PAGE_MIN_TICK_NS;
+	if (D.tick_ns > TH_PAGE_MAX_TICK_NS)
+		D.tick_ns = TH_PAGE_MAX_TICK_NS;
+}
+
+static void shutdown_page(void)
+{
+	close(D.lfd);
+	D.lfd = -1;
+	/* A last kernel record: readers still mapping the page fall back to
+	 * the kernel's clock (floored, phi) at once instead of serving the
+	 * line until its expiry; then the page says it is no longer valid. */
+	struct th_snap s;
+	unsigned retries = 0;
+	int have = th_snapshot(D.tl, &s, &retries) == 0;
+	struct th_sample g;
+	struct th_rec_val v;
+	quick_sample(&g);
+	publish_kernel(have ? &s : NULL, &g, 0, 0, &v);
+	th_page_set_flags(D.hdr, D.flags & ~(uint64_t)TH_PAGE_VALID);
+	/* Release: orders the flag change before; a reader that sees the
+	 * heartbeat 0 also sees VALID cleared. */
+	atomic_store_explicit(&D.hdr->heartbeat, 0, memory_order_release);
+	if (D.socket_bound && unlink(D.page_path) != 0 && errno != ENOENT)
+		logmsg(LOG_DEBUG, "cannot remove %s: %s", D.page_path, strerror(errno));
+	if (D.pidfile)
+		unlink(D.pidfile);
+	logmsg(LOG_INFO, "stopped: %llu windups, %llu installs, %llu late, %llu kernel records, %llu clients",
+	       (unsigned long long)D.windups, (unsigned long long)D.installs, (unsigned long long)D.late,
+	       (unsigned long long)D.kernel_records, (unsigned long long)D.clients);
+}
+
+int main(int argc, char **argv)
+{
+	D.lfd = D.memfd = D.tick_fd = D.rt_fd = D.sig_fd = -1;
+	th_kclock_init();
+	parse_args(argc, argv);
+	int ready_fd = -1;
+	if (!D.foreground)
+		ready_fd = daemonize();
+
+	decide_counter();
+	init_discipline();
+	make_page();
+	make_fds();
+	seal_page();
+	make_socket();
+	write_pidfile();
+	drop_privileges();
+	/* The first record before the page is marked valid and served (a
+	 * client that connects earlier waits in the listen backlog). */
+	windup(0);
+	beat();
+	th_page_set_flags(D.hdr, D.flags | TH_PAGE_VALID);
+	D.next_tick = (uint64_t)kread_ns(CLOCK_MONOTONIC) + D.tick_ns;
+	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s", D.page_path,
+	       (unsigned long long)(D.tick_ns / 1000), D.lines ? "counter lines" : "kernel records",
+	       D.trust.clocksource);
+	if (ready_fd >= 0)
+		detach_stdio(ready_fd);
+
+	for (;;) {
+		arm_tick();
+		struct pollfd fds[4] = {
+			{.fd = D.tick_fd, .events = POLLIN},
+			{.fd = D.rt_fd, .events = POLLIN},
+			{.fd = D.sig_fd, .events = POLLIN},
+			{.fd = D.lfd, .events = POLLIN},
+		};
+		int k = poll(fds, 4, -1);
+		if (k < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll: %s", strerror(errno));
+		}
+		int wind = 0, stop = 0;
+		uint64_t noticed = 0;
+		if (fds[2].revents & POLLIN) {
+			struct signalfd_siginfo si;
+			while (read(D.sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
+				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+					stop = 1;
+				} else if (si.ssi_signo == SIGUSR1 && D.test_seam) {
+					/* Test seam: a REALTIME step of +1 s as this
+					 * daemon sees it, noticed like a real one. */
+					D.realtime_bias += NS_PER_S;
+					noticed = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+					wind = 1;
+				}
+			}
+		}
+		if (stop)
+			break;
+		if (fds[1].revents & POLLIN) {
+			uint64_t n;
+			if (read(D.rt_fd, &n, sizeof n) < 0 && errno == ECANCELED) {
+				noticed = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+				wind = 1;
+			}
+			arm_realtime_watch();
+		}
+		if (fds[0].revents & POLLIN) {
+			uint64_t n;
+			if (read(D.tick_fd, &n, sizeof n) == (ssize_t)sizeof n)
+				wind = 1;
+		}
+		if (wind) {
+			windup(noticed);
+			beat();
+		}
+		if (fds[3].revents & POLLIN)
+			serve_clients();
+	}
+	shutdown_page();
+	return 0;
+}

@@ -10,8 +10,9 @@
  *
  * Every measured loop sums its results into a register and stores the sum
  * once (a volatile store per call would cost as much as a coarse read).
- * All timing of the loops themselves uses the raw clock_gettime system call,
- * so that no implementation under test times itself.
+ * The loops are timed with raw clock_gettime system calls (the thread's CPU
+ * time for per-call loops, MONOTONIC for WALL), so that no implementation
+ * under test times itself.
  */
 #ifndef TH_BENCH_H
 #define TH_BENCH_H

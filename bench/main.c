@@ -681,8 +681,8 @@ static struct bench_row *find(const char *table, const char *op, const char *imp
 
 static void print_percall(void)
 {
-	printf("Per-call cost: median ns per call over %d interleaved runs of 10^6..10^7 calls (system calls: fewer"
-	       " calls, as long a loop);\n"
+	printf("Per-call cost: median ns per call (thread CPU time) over %d interleaved runs of 10^6..10^7 calls\n"
+	       "(system calls: fewer calls, as long a loop);\n"
 	       "x vdso, x floor and +floor (ns) are medians of per-run ratios and differences against the vDSO and\n"
 	       "the hardware floor measured in the same round\n\n",
 	       B.o.rounds);

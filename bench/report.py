@@ -197,7 +197,7 @@ def section(doc):
             ops.append(r["op"])
     impls = [i for i in PERCALL_IMPLS if any(row(doc, "percall", op, i[0]) for op in ops)]
     w(
-        "**Per call**: median ns over %s interleaved runs of 10^6–10^7 calls (× vDSO: median of the per-round ratios; "
+        "**Per call**: median ns (thread CPU time) over %s interleaved runs of 10^6–10^7 calls (× vDSO: median of the per-round ratios; "
         "the floor is the hardware's, measured in the same rounds)." % s.get("rounds", "?")
     )
     w("")

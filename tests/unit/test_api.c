@@ -217,37 +217,46 @@ static void test_status(void)
  * showed, coarse never above a later fine reading. */
 static void test_coherence(void)
 {
-	const int n = 3000000;
-	long incoherent = 0, kernel_incoherent = 0, coarse_above = 0;
-	for (int i = 0; i < n; i++) {
-		struct timeval tv;
-		th_gettimeofday(&tv, NULL);
-		time_t t = th_time(NULL);
-		if (t < tv.tv_sec)
-			incoherent++;
-		struct timespec c, f;
-		th_clock_gettime(CLOCK_REALTIME_COARSE, &c);
-		th_clock_gettime(CLOCK_REALTIME, &f);
-		if (ts_to_ns(&c) > ts_to_ns(&f))
-			coarse_above++;
-		th_clock_gettime(CLOCK_MONOTONIC_COARSE, &c);
-		th_clock_gettime(CLOCK_MONOTONIC, &f);
-		if (ts_to_ns(&c) > ts_to_ns(&f))
-			coarse_above++;
-		t = th_time(NULL);
-		th_gettimeofday(&tv, NULL);
-		if (tv.tv_sec < t)
-			coarse_above++;
-		if (i < 1000000) {
+	/* The window where time() and gettimeofday() disagree is the first
+	 * few milliseconds of each second: run across several boundaries. */
+	long pairs = 0, incoherent = 0, coarse_above = 0, kpairs = 0, kernel_incoherent = 0;
+	int boundaries = 0;
+	time_t first = th_time(NULL);
+	int64_t end = raw_now_ns() + 2600 * MS;
+	while (raw_now_ns() < end) {
+		for (int i = 0; i < 1000; i++) {
+			struct timeval tv;
+			th_gettimeofday(&tv, NULL);
+			time_t t = th_time(NULL);
+			pairs++;
+			if (t < tv.tv_sec)
+				incoherent++;
+			struct timespec c, f;
+			th_clock_gettime(CLOCK_REALTIME_COARSE, &c);
+			th_clock_gettime(CLOCK_REALTIME, &f);
+			if (ts_to_ns(&c) > ts_to_ns(&f))
+				coarse_above++;
+			th_clock_gettime(CLOCK_MONOTONIC_COARSE, &c);
+			th_clock_gettime(CLOCK_MONOTONIC, &f);
+			if (ts_to_ns(&c) > ts_to_ns(&f))
+				coarse_above++;
+			t = th_time(NULL);
+			th_gettimeofday(&tv, NULL);
+			if (tv.tv_sec < t)
+				coarse_above++;
 			gettimeofday(&tv, NULL);
+			kpairs++;
 			if (time(NULL) < tv.tv_sec)
 				kernel_incoherent++;
 		}
 	}
+	boundaries = (int)(th_time(NULL) - first);
+	CHECK(boundaries >= 2, "only %d second boundaries crossed", boundaries);
 	CHECK(incoherent == 0, "time() behind gettimeofday() %ld times", incoherent);
 	CHECK(coarse_above == 0, "coarse above a later fine reading %ld times", coarse_above);
-	printf("  coherence: timehands %ld of %d pairs incoherent; the kernel's time()/gettimeofday(): %ld of 1000000\n",
-	       incoherent, n, kernel_incoherent);
+	printf("  coherence over %d second boundaries: timehands %ld of %ld pairs incoherent; "
+	       "the kernel's time()/gettimeofday(): %ld of %ld (%.3f %%)\n",
+	       boundaries, incoherent, pairs, kernel_incoherent, kpairs, 100.0 * (double)kernel_incoherent / (double)kpairs);
 }
 
 static void test_relaxed_per_thread(void)

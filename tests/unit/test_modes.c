@@ -1,0 +1,162 @@
+/*
+ * Process-wide conditions that decide the mode at attach, each in a child
+ * process of its own (attach happens once per process):
+ *   prtsc    PR_SET_TSC forbids RDTSC: kernel mode with a reason, no SIGSEGV
+ *   disable  TIMEHANDS_DISABLE=1: every read is the kernel's
+ *   badenv   bad variable values: a warning, then the defaults
+ *   attach   the first read costs a handful of system calls (G8), counted
+ *            with ptrace between two marker calls
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "timehands.h"
+
+static const clockid_t ids[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI,
+				CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE, TH_CLOCK_REALTIME_RELAXED,
+				TH_CLOCK_MONOTONIC_RELAXED};
+
+static clockid_t base_id(clockid_t id)
+{
+	if (id == TH_CLOCK_REALTIME_RELAXED || id == CLOCK_REALTIME_COARSE)
+		return CLOCK_REALTIME;
+	if (id == TH_CLOCK_MONOTONIC_RELAXED || id == CLOCK_MONOTONIC_COARSE)
+		return CLOCK_MONOTONIC;
+	return id;
+}
+
+static void sandwich_all(int rounds)
+{
+	for (int r = 0; r < rounds; r++)
+		for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+			struct timespec a, t, b;
+			clock_gettime(base_id(ids[i]), &a);
+			CHECK(th_clock_gettime(ids[i], &t) == 0, "id %d", (int)ids[i]);
+			clock_gettime(base_id(ids[i]), &b);
+			int coarse = ids[i] == CLOCK_REALTIME_COARSE || ids[i] == CLOCK_MONOTONIC_COARSE;
+			int64_t below = coarse ? 10000000 : 2000;
+			CHECK(ts_to_ns(&t) >= ts_to_ns(&a) - below && ts_to_ns(&t) <= ts_to_ns(&b) + 2000,
+			      "id %d: %lld not in [%lld, %lld]", (int)ids[i], (long long)ts_to_ns(&t),
+			      (long long)ts_to_ns(&a), (long long)ts_to_ns(&b));
+		}
+}
+
+static int mode_prtsc(void)
+{
+	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) != 0) {
+		printf("prtsc: PR_SET_TSC not supported here\n");
+		return 77;
+	}
+	sandwich_all(20000); /* a SIGSEGV ends the test */
+	struct timeval tv;
+	CHECK(th_gettimeofday(&tv, NULL) == 0, "gettimeofday");
+	CHECK(th_time(NULL) >= tv.tv_sec, "time");
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(st.mode == TH_MODE_KERNEL, "mode %u", st.mode);
+	CHECK(strstr(st.reason, "PR_SET_TSC") != NULL, "reason: %s", st.reason);
+	return check_done("prtsc");
+}
+
+static int mode_disable(void)
+{
+	sandwich_all(20000);
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(st.mode == TH_MODE_KERNEL, "mode %u", st.mode);
+	CHECK(strstr(st.reason, "TIMEHANDS_DISABLE") != NULL, "reason: %s", st.reason);
+	return check_done("disable");
+}
+
+static int mode_badenv(void)
+{
+	sandwich_all(20000);
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(strstr(st.reason, "TIMEHANDS_COUNTER=sideways") != NULL, "reason names the bad variable: %s", st.reason);
+	return check_done("badenv");
+}
+
+/* Count the system calls the traced child makes between its two marker calls, around its very first timehands read. */
+static int mode_attach(char *self)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		raise(SIGSTOP);
+		syscall(SYS_sched_getscheduler, 0);
+		struct timespec t;
+		th_clock_gettime(CLOCK_MONOTONIC, &t);
+		syscall(SYS_sched_getscheduler, 0);
+		_exit(0);
+	}
+	(void)self;
+	int status, in_window = 0, markers = 0, calls = 0, entry = 1;
+	waitpid(pid, &status, 0);
+	ptrace(PTRACE_SETOPTIONS, pid, 0, PTRACE_O_TRACESYSGOOD | PTRACE_O_EXITKILL);
+	for (;;) {
+		if (ptrace(PTRACE_SYSCALL, pid, 0, 0) != 0)
+			break;
+		if (waitpid(pid, &status, 0) < 0 || WIFEXITED(status) || WIFSIGNALED(status))
+			break;
+		if (!(WIFSTOPPED(status) && WSTOPSIG(status) == (SIGTRAP | 0x80)))
+			continue;
+		if (entry) {
+			long nr;
+#if defined(__x86_64__)
+			struct user_regs_struct regs;
+			ptrace(PTRACE_GETREGS, pid, 0, &regs);
+			nr = (long)regs.orig_rax;
+#else
+			nr = -1;
+#endif
+			if (nr == SYS_sched_getscheduler) {
+				markers++;
+				in_window = markers == 1;
+			} else if (in_window) {
+				calls++;
+			}
+		}
+		entry = !entry;
+	}
+	waitpid(pid, &status, 0);
+#if defined(__x86_64__)
+	CHECK(markers == 2, "markers %d", markers);
+	/* clocksource and cpuinfo files, PR_GET_TSC, the vDSO probe's
+	 * reference system calls, the fork-detection page, the shared page
+	 * lookup: a bounded handful, no calibration loop */
+	CHECK(calls > 0 && calls <= 30, "%d system calls for the first read", calls);
+	printf("attach: the first read made %d system calls\n", calls);
+#else
+	printf("attach: syscall counting only on x86-64\n");
+#endif
+	return check_done("attach");
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s prtsc|disable|badenv|attach\n", argv[0]);
+		return 2;
+	}
+	if (!strcmp(argv[1], "prtsc"))
+		return mode_prtsc();
+	if (!strcmp(argv[1], "disable"))
+		return mode_disable();
+	if (!strcmp(argv[1], "badenv"))
+		return mode_badenv();
+	if (!strcmp(argv[1], "attach"))
+		return mode_attach(argv[0]);
+	return 2;
+}

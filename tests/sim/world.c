@@ -615,6 +615,17 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 		O.max_time[e] = O.max_fine_real_sec[e] = INT64_MIN;
 	note_offsets();
 	th_sim_reset_process();
+	if (cfg->first_read_only) {
+		/* G8: the first read of a process, alone: how many kernel
+		 * clock reads and how much time it costs */
+		int64_t t0 = W.T;
+		struct timespec ts;
+		th_clock_gettime(CLOCK_MONOTONIC, &ts);
+		res->kreads = W.kreads;
+		res->reads = 1;
+		res->first_read_ns = W.T - t0;
+		return;
+	}
 
 	nthreads = cfg->threads < SIM_MAX_THREADS ? cfg->threads : SIM_MAX_THREADS;
 	for (int i = 0; i < nthreads; i++) {

@@ -58,12 +58,14 @@ struct sim_config {
 	struct sim_stall stalls[8];
 	int nstalls;
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
+	int first_read_only;     /* only the first read of a fresh process (G8) */
 };
 
 struct sim_result {
 	uint64_t reads, violations, kreads, windups, slow_reads, retries;
 	uint64_t g1, g2, g3, g4, g5;
 	int64_t worst_g1_ns;
+	int64_t first_read_ns;   /* first_read_only: virtual time the first read took */
 	char first[512];
 };
 

@@ -146,12 +146,19 @@ static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int ful
 		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
 			break;
 	}
-	int64_t r = kread_ns(CLOCK_REALTIME);
-	int64_t t = kread_ns(CLOCK_TAI);
-	/* TAI - REALTIME is a whole number of seconds in the kernel. */
-	s->tai_sec = (t - r + NS_PER_S / 2) / NS_PER_S;
-	if (t - r + NS_PER_S / 2 < 0)
-		s->tai_sec -= 1;
+	/* TAI - REALTIME is a whole number of seconds in the kernel; bracket
+	 * the TAI reading so that a preemption between the two reads cannot
+	 * add seconds to it. */
+	for (int i = 0; i < 4 && !s->tai_ok; i++) {
+		int64_t r1 = kread_ns(CLOCK_REALTIME);
+		int64_t t = kread_ns(CLOCK_TAI);
+		int64_t r2 = kread_ns(CLOCK_REALTIME);
+		if (r2 - r1 >= 0 && r2 - r1 < NS_PER_S / 10) {
+			int64_t d = t - r1 + NS_PER_S / 2;
+			s->tai_sec = d >= 0 ? d / NS_PER_S : -((-d + NS_PER_S - 1) / NS_PER_S);
+			s->tai_ok = 1;
+		}
+	}
 }
 
 /* ------------------------------------------------------------------ windup */

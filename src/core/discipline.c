@@ -173,7 +173,8 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 		d->off_real_hw = s->off_real_hw;
 		d->off_boot = s->off_boot;
 		d->off_boot_hw = s->off_boot_hw;
-		d->off_tai = s->off_real + s->tai_sec * 1000000000LL;
+		d->off_tai = s->off_real + (s->tai_ok ? s->tai_sec : 0) * 1000000000LL;
+		d->tai_sec = s->tai_ok ? s->tai_sec : 0;
 		return flags;
 	}
 	/* Offsets are held constant unless the new bracket excludes the held
@@ -200,7 +201,9 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 		d->off_boot = s->off_boot;
 		d->off_boot_hw = s->off_boot_hw;
 	}
-	int64_t off_tai = d->off_real + s->tai_sec * 1000000000LL;
+	if (s->tai_ok)
+		d->tai_sec = s->tai_sec;
+	int64_t off_tai = d->off_real + d->tai_sec * 1000000000LL;
 	if (off_tai != d->off_tai) {
 		d->off_tai = off_tai;
 		flags |= TH_OBS_OFFSETS;

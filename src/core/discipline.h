@@ -29,6 +29,7 @@ struct th_sample {
 	int64_t off_real_hw;   /* its half width */
 	int64_t off_boot, off_boot_hw;
 	int64_t tai_sec;       /* TAI - REALTIME, whole seconds */
+	int tai_ok;            /* tai_sec was measured (else the held offset stays) */
 	uint64_t tick;         /* kernel MONOTONIC_COARSE, ns */
 };
 
@@ -63,6 +64,7 @@ struct th_disc {
 	int have_offsets;
 	int64_t off_real, off_boot, off_tai;
 	int64_t off_real_hw, off_boot_hw; /* uncertainty of the held offsets */
+	int64_t tai_sec;          /* TAI - REALTIME, whole seconds */
 	uint16_t epoch;          /* bumped when REALTIME was stepped */
 	uint64_t resyncs;        /* discontinuities seen */
 	uint64_t window_ns;      /* window of the last planned line record */

@@ -160,6 +160,14 @@ def fmt_ns(v):
     return "%.1f" % v
 
 
+def busy(m):
+    try:
+        load1 = float(m.get("loadavg", "0").split()[0])
+    except ValueError:
+        return ""
+    return " (a busy machine: other work competed for the CPUs)" if load1 > 0.5 * m.get("cpus_usable", 1) else ""
+
+
 def section(doc):
     m, th = doc["machine"], doc["machine"].get("timehands", {})
     s = doc.get("settings", {})
@@ -169,8 +177,8 @@ def section(doc):
     w("")
     w(
         "`make bench` on %s: %s, %d CPUs (hypervisor signature \"%s\"), %s, clocksource %s, %s, %s; "
-        "timehands mode %s, counter %s at %.3f MHz (frequency from %s). Load average %s: a shared, busy machine, "
-        "so every ratio below is taken within one run, round by round.%s"
+        "timehands mode %s, counter %s at %.3f MHz (frequency from %s). Load average %s%s; every ratio below is "
+        "taken within one run, round by round.%s"
         % (
             m["date"].replace("T", " ").replace("Z", " UTC"),
             m["cpu"],
@@ -185,6 +193,7 @@ def section(doc):
             th.get("freq_hz", 0) / 1e6,
             th.get("freq_source", "?"),
             m.get("loadavg", "?"),
+            busy(m),
             " (--quick run.)" if s.get("quick") else "",
         )
     )
@@ -277,10 +286,12 @@ def section(doc):
     if other:
         w("**CPU-time clocks** (bench/cputime):")
         w("")
-        w("| operation | implementation | threads | ns/call |")
-        w("|---|---|--:|--:|")
+        w("| operation | implementation | threads | ns/call | × kernel |")
+        w("|---|---|--:|--:|--:|")
         for r in other:
-            w("| `%s` | %s | %s | %s |" % (r.get("op", ""), r.get("impl", ""), r.get("threads", ""), fmt_ns(r.get("ns_per_call"))))
+            rk = r.get("ratio_kernel")
+            w("| `%s` | %s | %s | %s | %s |" % (r.get("op", ""), r.get("impl", ""), r.get("threads", ""),
+                                              fmt_ns(r.get("ns_per_call")), "%.3f" % rk if rk else ""))
         w("")
 
     # targets

@@ -470,12 +470,8 @@ static int spawn_self(const char *via_cli, const char *mode, const char *impl, c
 	char **envp = env_with(env);
 	char *out = NULL;
 	int st = run_child((char *const *)argv, envp, &out, B.o.quick ? 60 : 180);
-	if (out && st == 0)
-		merge_child(out, key, info, info_size);
-	else if (out && info) {
-		/* keep the reason a failing child gave */
-		merge_child(out, key, info, info_size);
-	}
+	if (out)
+		merge_child(out, key, info, info_size); /* a failing child still says why */
 	free(out);
 	free(envp);
 	return st;
@@ -1133,8 +1129,7 @@ int main(int argc, char **argv)
 	int rounds = 0;
 	double target_ms = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	B.o.threads[0] = 1, B.o.threads[1] = 2, B.o.threads[2] = 4, B.o.threads[3] = 8;
-	B.o.nthreads = 4;
+	parse_threads("1,2,4,8");
 	B.o.scale_calls = 1000000;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];

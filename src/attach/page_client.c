@@ -92,6 +92,8 @@ int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t eui
 	}
 	if (mode & (S_IWGRP | S_IWOTH)) {
 		th_reason_str(&r, "the page socket's directory is group- or world-writable (mode ");
+		if (mode & 07000)
+			th_reason_u64(&r, (mode >> 9) & 7);
 		th_reason_u64(&r, (mode >> 6) & 7);
 		th_reason_u64(&r, (mode >> 3) & 7);
 		th_reason_u64(&r, mode & 7);

@@ -220,7 +220,7 @@ static void test_policy(void)
 	CHECK(th__page_trust_dir(0, S_IFDIR | 0755, 1000, 1000, why, sizeof why) == 0, "root 0755");
 	CHECK(th__page_trust_dir(1000, S_IFDIR | 0700, 1000, 1000, why, sizeof why) == 0, "own 0700");
 	int rc = th__page_trust_dir(0, S_IFDIR | 01777, 1000, 1000, why, sizeof why);
-	EXPECT_REFUSED(rc, why, -EPERM, "world-writable (mode 777)");
+	EXPECT_REFUSED(rc, why, -EPERM, "world-writable (mode 1777)");
 	rc = th__page_trust_dir(0, S_IFDIR | 0775, 1000, 1000, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable");
 	rc = th__page_trust_dir(1001, S_IFDIR | 0755, 1000, 1000, why, sizeof why);

@@ -90,6 +90,48 @@ struct th_status {
 
 int th_status(struct th_status *st, size_t size);
 
+/*
+ * Inline fast path for th_time() (define TIMEHANDS_NO_INLINE to call the
+ * library function instead). The kernel's cached second is accepted when it
+ * equals the largest second a fine REALTIME reading of this process returned,
+ * exactly as th_time() does; anything else goes to th_time(). The structure
+ * below is internal and versioned; it is not part of the API.
+ */
+#define TH__FAST_ABI 1
+struct th__fast {
+	uint32_t abi;                    /* TH__FAST_ABI */
+	uint32_t reserved;
+	time_t (*time_fn)(time_t *);     /* the kernel's time(); NULL until attached */
+	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
+};
+const struct th__fast *th__fast(void);
+
+#if !defined(TIMEHANDS_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
+static inline time_t th__time_inline(time_t *t)
+{
+	/* One cached pointer per translation unit; relaxed atomics: every
+	 * thread computes the same value, the race is only about which store
+	 * wins. The pointed-to structure lives as long as the process. */
+	static const struct th__fast *cache;
+	const struct th__fast *f = __atomic_load_n(&cache, __ATOMIC_RELAXED);
+	if (__builtin_expect(f == 0, 0)) {
+		f = th__fast();
+		__atomic_store_n(&cache, f, __ATOMIC_RELAXED);
+	}
+	/* Acquire pairs with the library's release store of time_fn at attach:
+	 * g3 is valid once time_fn is seen. */
+	time_t (*fn)(time_t *) = __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(fn != 0 && f->abi == TH__FAST_ABI, 1)) {
+		time_t tk = fn(t);
+		uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+		if (__builtin_expect((uint64_t)tk == (w & 0xffffffffffffULL), 1))
+			return tk;
+	}
+	return th_time(t);
+}
+#define th_time(t) th__time_inline(t)
+#endif
+
 #ifdef __cplusplus
 }
 #endif

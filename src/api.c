@@ -1,4 +1,7 @@
 /* The exported th_ functions: thin wrappers over the one reader. */
+#ifndef TIMEHANDS_NO_INLINE
+#define TIMEHANDS_NO_INLINE /* this file defines th_time() itself */
+#endif
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif

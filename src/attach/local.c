@@ -423,6 +423,21 @@ static void reset_writer(struct th_proc *p)
 	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
 }
 
+/* The inline th_time() of the public header reads this. */
+static struct th__fast fast_state = {TH__FAST_ABI, 0, NULL, NULL};
+
+__attribute__((visibility("default"))) const struct th__fast *th__fast(void)
+{
+	return &fast_state;
+}
+
+static void publish_fast_state(void)
+{
+	fast_state.g3 = (const uint64_t *)(const void *)&th__P.g3;
+	/* Release: g3 is set before the inline path can see time_fn. */
+	__atomic_store_n(&fast_state.time_fn, th_hw_ktime_fn(), __ATOMIC_RELEASE);
+}
+
 #ifndef TH_SIM
 static const char *env_get(const char *name, void *ctx)
 {
@@ -536,6 +551,7 @@ int th__attach(void)
 		windup_locked(p);
 		atomic_store_explicit(&p->lock, 0, memory_order_release);
 	}
+	publish_fast_state();
 	/* Release: everything above is visible to a reader whose acquire load
 	 * of state returns ATTACHED (th__ready). */
 	if (nw != w) {

@@ -71,6 +71,7 @@ struct bench_opts {
 	int quick;
 	int rounds;          /* per-call rounds */
 	double target_ms;    /* per-call loop length */
+	uint64_t loop_calls; /* calls per per-call loop; 0: calibrated */
 	int threads[16];
 	int nthreads;
 	uint64_t scale_calls; /* calls per thread in the scaling table */

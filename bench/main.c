@@ -109,9 +109,13 @@ static void note(const char *fmt, ...)
 static void progress(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void progress(const char *fmt, ...)
 {
+	static int64_t t0;
+	int64_t now = bench_now_ns();
+	if (!t0)
+		t0 = now;
 	va_list ap;
 	va_start(ap, fmt);
-	fputs(PREFIX, stderr);
+	fprintf(stderr, PREFIX "[%5.1f s] ", (double)(now - t0) / 1e9);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);
@@ -463,6 +467,12 @@ static int spawn_self(const char *via_cli, const char *mode, const char *impl, c
 	if (ops) {
 		argv[n++] = "--ops";
 		argv[n++] = ops;
+	}
+	char loop_calls[24];
+	if (B.o.loop_calls) {
+		snprintf(loop_calls, sizeof loop_calls, "%llu", (unsigned long long)B.o.loop_calls);
+		argv[n++] = "--loop-calls";
+		argv[n++] = loop_calls;
 	}
 	if (B.o.quick)
 		argv[n++] = "--quick";
@@ -1074,6 +1084,10 @@ static void usage(FILE *f)
 		"  --threads LIST     thread counts of the scalability table (default 1,2,4,8)\n"
 		"  --calls N          calls per thread in the scalability table (default 1000000)\n"
 		"  --rounds N         interleaved rounds of the per-call table (default 7, quick 3)\n"
+		"  --target-ms MS     length of a per-call loop (default 20, quick 8; at least 10^6 fast calls)\n"
+		"  --loop-calls N     calls per per-call loop instead (a smoke test; figures then mean little)\n"
+		"  --guarantee-seconds S  length of the same-thread guarantee loop (default 2.2, quick 1.2)\n"
+		"  --stream-reads N   reads per cross-thread stream (default 3000000, quick 1000000)\n"
 		"  --preload PATH     libtimehands-preload.so (default: found next to this program)\n"
 		"  --cli PATH         the timehands CLI used for `timehands run` (default: found likewise)\n"
 		"  --daemon PATH      timehandsd to start when no shared page exists (default: found likewise)\n"
@@ -1168,7 +1182,7 @@ int main(int argc, char **argv)
 {
 	const char *child = NULL, *child_impl = "", *child_ops = NULL;
 	int rounds = 0;
-	double target_ms = 0;
+	double target_ms = 0, guarantee_s = 0;
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	parse_threads("1,2,4,8");
 	B.o.scale_calls = 1000000;
@@ -1191,6 +1205,12 @@ int main(int argc, char **argv)
 			rounds = atoi(v);
 		else if (ARG("--target-ms"))
 			target_ms = strtod(v, NULL);
+		else if (ARG("--loop-calls"))
+			B.o.loop_calls = strtoull(v, NULL, 10);
+		else if (ARG("--guarantee-seconds"))
+			guarantee_s = strtod(v, NULL);
+		else if (ARG("--stream-reads"))
+			B.o.stream_reads = strtoull(v, NULL, 10);
 		else if (ARG("--preload"))
 			copy(B.preload, sizeof B.preload, v);
 		else if (ARG("--cli"))
@@ -1222,8 +1242,9 @@ int main(int argc, char **argv)
 	B.o.rounds = rounds > 0 ? rounds : B.o.quick ? 3 : 7;
 	B.o.target_ms = target_ms > 0 ? target_ms : B.o.quick ? 8 : 20;
 	B.o.scale_rounds = B.o.quick ? 2 : 5;
-	B.o.guarantee_s = B.o.quick ? 1.2 : 2.2;
-	B.o.stream_reads = B.o.quick ? 1000000 : 3000000;
+	B.o.guarantee_s = guarantee_s > 0 ? guarantee_s : B.o.quick ? 1.2 : 2.2;
+	if (!B.o.stream_reads)
+		B.o.stream_reads = B.o.quick ? 1000000 : 3000000;
 	if (B.o.scale_calls == 0)
 		B.o.scale_calls = 1000000;
 	self_paths();

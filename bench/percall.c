@@ -323,7 +323,7 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 	}
 	for (int i = 0; i < nc; i++) {
 		loop_fn f = c[i].impl < 0 ? floor_fn[ops[c[i].op].floor] : ops[c[i].op].fn[c[i].impl];
-		c[i].n = calibrate(f, o->target_ms);
+		c[i].n = o->loop_calls ? o->loop_calls : calibrate(f, o->target_ms);
 		c[i].ns = calloc((size_t)rounds, sizeof(double));
 	}
 

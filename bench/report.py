@@ -9,6 +9,8 @@
   report.py plot-data LATEST DIR      scaling.dat and percall.dat for plot.gp
   report.py readme LATEST README      the README results section (between
       <!-- bench:begin --> and <!-- bench:end -->; printed when absent)
+  report.py validate LATEST [IMPL...] the shape of LATEST (the bench's smoke test):
+      machine context, every table, and a per-call row for each IMPL named
 """
 import json
 import os
@@ -187,8 +189,6 @@ def section(doc):
     s = doc.get("settings", {})
     out = []
     w = out.append
-    w("### Benchmark results")
-    w("")
     w(
         "`make bench` on %s: %s, %d CPUs (hypervisor signature \"%s\"), %s, clocksource %s, %s, %s; "
         "timehands mode %s, counter %s at %.3f MHz (frequency from %s). Load average %s%s; every ratio below is "
@@ -338,7 +338,7 @@ def section(doc):
 def cmd_readme(args):
     doc = load(args[0])
     text = section(doc)
-    path = args[1] if len(args) > 1 else None
+    path = os.path.normpath(args[1]) if len(args) > 1 else None
     body = None
     if path and os.path.exists(path):
         with open(path) as f:
@@ -358,11 +358,52 @@ def cmd_readme(args):
     print("README: results section of %s regenerated" % path)
 
 
+# ---------------------------------------------------------------- validate
+
+
+def cmd_validate(args):
+    doc = load(args[0])
+    errors = []
+
+    def need(cond, what):
+        if not cond:
+            errors.append(what)
+
+    m = doc.get("machine", {})
+    for k in ("date", "cpu", "cpus_usable", "kernel", "clocksource", "timehands"):
+        need(k in m, "machine.%s missing" % k)
+    for k in ("mode", "counter", "freq_source"):
+        need(k in m.get("timehands", {}), "machine.timehands.%s missing" % k)
+    res = doc.get("results", [])
+    for r in res:
+        for k in ("op", "impl", "threads", "ns_per_call"):
+            need(k in r, "result without %s: %s" % (k, r))
+        need(r.get("ns_per_call", 0) > 0, "ns_per_call not positive: %s" % r)
+    for impl in ["syscall", "vdso", "timehands"] + args[1:]:
+        need(any(r.get("table") == "percall" and r.get("impl") == impl for r in res), "no per-call row for %s" % impl)
+    for op in ("clock_gettime(CLOCK_MONOTONIC)", "clock_gettime(CLOCK_REALTIME_COARSE)", "gettimeofday", "time",
+               "timespec_get(TIME_UTC)", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)"):
+        need(any(r.get("table") == "percall" and r.get("op") == op for r in res), "no per-call row for %s" % op)
+    need(any(r.get("table") == "floor" for r in res), "no floor rows")
+    for impl in ("vdso", "timehands", "naive-cas"):
+        need(any(r.get("table") == "scaling" and r.get("impl") == impl and r.get("threads", 0) > 1 for r in res),
+             "no multi-thread scaling row for %s" % impl)
+    g = doc.get("guarantees", [])
+    need(any(c.get("impl") == "kernel" for c in g) and any(c.get("impl") == "timehands" for c in g),
+         "guarantee table lacks kernel or timehands")
+    need(all(c.get("reads", 0) > 0 for c in g), "a guarantee check with no reads")
+    need(doc.get("targets"), "no targets evaluated")
+    if errors:
+        sys.exit("validate %s:\n  " % args[0] + "\n  ".join(errors))
+    print("validate %s: %d results, %d checks, %d targets" % (args[0], len(res), len(g), len(doc["targets"])))
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     cmd, args = sys.argv[1], sys.argv[2:]
-    {"independent": cmd_independent, "plot-data": cmd_plot_data, "readme": cmd_readme}[cmd](args)
+    {"independent": cmd_independent, "plot-data": cmd_plot_data, "readme": cmd_readme,
+     "validate": cmd_validate}[cmd](args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,26 @@
+#!/bin/sh
+# Smoke test of timehands-bench (ctest "bench_smoke"): a very short run must
+# print every table and write JSON of the documented shape. It asserts no
+# timing: this is a benchmark, its figures are not test results.
+#   bench/smoke.sh BENCH_BINARY [PRELOAD]
+set -eu
+bench=$1
+here=$(cd "$(dirname "$0")" && pwd)
+command -v python3 >/dev/null 2>&1 || { echo "no python3: skipped"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+expect=
+if [ -n "${2:-}" ] && [ -f "$2" ]; then
+	set -- --preload "$2"
+	expect=timehands-preload
+else
+	set -- --no-children
+fi
+"$bench" --quick --rounds 1 --loop-calls 20000 --calls 20000 --threads 1,2,3 --no-daemon \
+	--guarantee-seconds 0.2 --stream-reads 20000 \
+	--json "$tmp/out.json" "$@" >"$tmp/out.txt"
+for section in "cpu " "Per-call cost" "Scalability" "Guarantees" "Performance targets"; do
+	grep -q "$section" "$tmp/out.txt" || { echo "no '$section' in the output"; cat "$tmp/out.txt"; exit 1; }
+done
+# shellcheck disable=SC2086 # expect is empty or one word
+python3 "$here/report.py" validate "$tmp/out.json" $expect

@@ -604,10 +604,15 @@ static void shared_rows(void)
 	char mode[256];
 	const char *env[] = {"TIMEHANDS_PAGE", page, NULL};
 	int st = spawn_self(NULL, "shared", "timehands-shared", NULL, env, "mode", mode, sizeof mode);
+	if (!child_ok(st) && daemon > 0) {
+		/* a daemon just started may not have validated its page yet */
+		usleep(500000);
+		st = spawn_self(NULL, "shared", "timehands-shared", NULL, env, "mode", mode, sizeof mode);
+	}
 	if (child_ok(st)) {
 		B.shared_ok = 1;
 		note("timehands-shared: th_ API in a child process attached to %s%s", page,
-		     daemon > 0 ? " (daemon started by the bench as the current user)" : "");
+		     daemon > 0 ? " (a timehandsd started by the bench for this run)" : "");
 	} else {
 		note("timehands-shared rows skipped: the page at %s was not used (%s)", page,
 		     mode[0] ? mode : "child failed");
@@ -623,6 +628,8 @@ stop:
 			kill(daemon, SIGKILL);
 			waitpid(daemon, &s, 0);
 		}
+	}
+	if (dir[0]) {
 		unlink(page);
 		unlink(log);
 		rmdir(dir);

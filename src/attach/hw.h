@@ -16,6 +16,7 @@
 
 #define th_hw_ctr_ordered() th_counter_ordered()
 #define th_hw_ctr_relaxed() th_counter_relaxed()
+#define th_hw_ctr_fence() th_counter_fence()
 #define th_hw_kread(id, ts) th_kclock_gettime((id), (ts))
 #define th_hw_ktime() th_ktime(NULL)
 /* time() entry point, or NULL: th_time() calls it directly */

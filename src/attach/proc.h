@@ -117,6 +117,8 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 	 * is empty (gen 0, slow path), and a fork child's inherited records
 	 * stay exact; the slow path and every windup check for a fork. */
 	struct th_timeline *tl = &th__P.tl;
+	if (ordered)
+		th_hw_ctr_fence();
 	TH_STEP("read_cur");
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
@@ -149,7 +151,8 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 	if (TH_UNLIKELY(g == 0 || g2 != g || span == 0))
 		return th__fine_ts_slow(ck, ordered, ts, epoch);
 	TH_STEP("read_counter");
-	uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+	/* Ordered reads issued the fence above, before the copy. */
+	uint64_t c = th_hw_ctr_relaxed();
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
 		return th__fine_ts_slow(ck, ordered, ts, epoch);

@@ -34,6 +34,22 @@ static inline uint64_t th_counter_relaxed(void)
 	return __rdtsc();
 }
 
+/*
+ * The fence of an ordered read, issued *before* the record copy: nothing
+ * after it (the copy, the RDTSC) executes until every earlier instruction of
+ * this thread has completed, in particular an acquire load by which the
+ * caller synchronised with another thread's reading. The record copy and the
+ * counter read then proceed in parallel: the counter may be taken a few
+ * nanoseconds before the copy completes, which the record's window tolerates
+ * by construction (it reaches below the writer's sample, record.h), so the
+ * fence need not sit between them. The "memory" clobber keeps the compiler
+ * from moving the copy's loads above it.
+ */
+static inline void th_counter_fence(void)
+{
+	__asm__ volatile("lfence" ::: "memory");
+}
+
 /* After a kernel clock read (the vDSO's RDTSC): later loads wait for it.
  * RDTSC is not ordered with later loads without a following LFENCE. */
 static inline void th_order_after_kernel_read(void)
@@ -71,6 +87,14 @@ static inline uint64_t th_counter_relaxed(void)
 	return v;
 }
 
+/* Fence of an ordered read (see the x86 version): earlier loads are
+ * performed before later ones (DMB ISHLD), and the counter read that follows
+ * is not executed before the fence completes (ISB). */
+static inline void th_counter_fence(void)
+{
+	__asm__ volatile("dmb ishld\n\tisb" ::: "memory");
+}
+
 /* The vDSO's counter read ends with a dependency on the value
  * (arch_counter_enforce_ordering); a load-load barrier after it orders our
  * later loads after that dependent load, hence after the counter read. */
@@ -88,6 +112,10 @@ static inline uint64_t th_counter_frequency(void)
 
 #else
 #define TH_COUNTER_KIND 0
+static inline void th_counter_fence(void)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
 static inline void th_order_after_kernel_read(void)
 {
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);

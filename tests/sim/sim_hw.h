@@ -15,6 +15,7 @@ time_t th_sim_time(time_t *t);
 
 #define th_hw_ctr_ordered() th_sim_ctr(1)
 #define th_hw_ctr_relaxed() th_sim_ctr(0)
+#define th_hw_ctr_fence() ((void)0)
 #define th_hw_kread(id, ts) th_sim_kread((id), (ts))
 #define th_hw_ktime() th_sim_time(NULL)
 #define th_hw_ktime_fn() (&th_sim_time)

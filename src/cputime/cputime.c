@@ -488,10 +488,10 @@ static __attribute__((noinline)) clock_t times_slow(struct tms *buf, const struc
 	uint64_t off;
 	if (calibrate(pg, &off) != 0)
 		return times_refused(errno, saved, buf);
+	uint64_t v[TH_CPU_NVAL];
+	if (cache_get(pg, TH_CPU_TIMES, mode, ts_to_ns(now), v) != 0)
+		return times_refused(errno, saved, buf);
 	if (buf) {
-		uint64_t v[TH_CPU_NVAL];
-		if (cache_get(pg, TH_CPU_TIMES, mode, ts_to_ns(now), v) != 0)
-			return times_refused(errno, saved, buf);
 		buf->tms_utime = (clock_t)v[0];
 		buf->tms_stime = (clock_t)v[1];
 		buf->tms_cutime = (clock_t)v[2];
@@ -515,12 +515,14 @@ clock_t th__times(struct tms *buf)
 	uint64_t off = atomic_load_explicit(&pg->elapsed_off, memory_order_relaxed);
 	if (TH_UNLIKELY(off == 0))
 		return times_slow(buf, &ts);
+	/* Also without a buffer: a kernel that starts refusing times() is
+	 * noticed within two ticks either way. */
+	struct th_cpu_cache *c = &pg->c[TH_CPU_TIMES];
+	/* Acquire pairs with the release raise of the stamp in merge(). */
+	uint64_t s = atomic_load_explicit(&c->stamp, memory_order_acquire);
+	if (TH_UNLIKELY(!TH_FRESH(s, ts_to_ns(&ts), th__P.tick_ns)))
+		return times_slow(buf, &ts);
 	if (buf) {
-		struct th_cpu_cache *c = &pg->c[TH_CPU_TIMES];
-		/* Acquire pairs with the release raise of the stamp in merge(). */
-		uint64_t s = atomic_load_explicit(&c->stamp, memory_order_acquire);
-		if (TH_UNLIKELY(!TH_FRESH(s, ts_to_ns(&ts), th__P.tick_ns)))
-			return times_slow(buf, &ts);
 		buf->tms_utime = (clock_t)atomic_load_explicit(&c->val[0], memory_order_relaxed);
 		buf->tms_stime = (clock_t)atomic_load_explicit(&c->val[1], memory_order_relaxed);
 		buf->tms_cutime = (clock_t)atomic_load_explicit(&c->val[2], memory_order_relaxed);

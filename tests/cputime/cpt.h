@@ -116,6 +116,14 @@ static inline void spin_ns(int64_t ns)
 	spin_until(th_ns(CLOCK_MONOTONIC) + ns);
 }
 
+/* Burn `ns` of this thread's CPU time, however busy the machine. */
+static inline void spin_cpu(int64_t ns)
+{
+	int64_t end = k_cpu(CLOCK_THREAD_CPUTIME_ID) + ns;
+	while (k_cpu(CLOCK_THREAD_CPUTIME_ID) < end)
+		spin_ns(100000);
+}
+
 /* ms of CLOCKS_PER_SEC */
 #define CLK_MS(x) ((clock_t)((x) * (CLOCKS_PER_SEC / 1000)))
 

@@ -18,6 +18,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -660,13 +661,17 @@ static void cputime_rows(void)
 		FILE *f = fopen(tmp, "r");
 		char line[4096];
 		while (f && fgets(line, sizeof line, f)) {
-			line[strcspn(line, "\n")] = 0;
-			size_t n = strlen(line);
-			/* one JSON object per line, a result row */
-			if (n < 2 || line[0] != '{' || line[n - 1] != '}' || !strstr(line, "\"ns_per_call\""))
+			/* one JSON object per line, a result row (also accepted:
+			 * such lines inside a "results" array, with their commas) */
+			char *o = line + strspn(line, " \t");
+			size_t n = strcspn(o, "\r\n");
+			while (n && (o[n - 1] == ',' || o[n - 1] == ' '))
+				n--;
+			o[n] = 0;
+			if (n < 2 || o[0] != '{' || o[n - 1] != '}' || !strstr(o, "\"ns_per_call\""))
 				continue;
 			B.extra = realloc(B.extra, (B.nextra + 1) * sizeof *B.extra);
-			B.extra[B.nextra++] = strdup(line);
+			B.extra[B.nextra++] = strdup(o);
 		}
 		if (f)
 			fclose(f);
@@ -1147,6 +1152,19 @@ static void discover(void)
 		find_near(B.daemon, daemon, is_exec);
 	if (!B.cputime[0])
 		find_near(B.cputime, cputime, is_exec);
+	if (!B.cputime[0]) {
+		/* bench/cputime built under another name: its one program */
+		char d[PATH_MAX], p[PATH_MAX + 256];
+		snprintf(d, sizeof d, "%.*s/cputime", PATH_MAX - 16, B.dir);
+		DIR *dir = opendir(d);
+		struct dirent *e;
+		while (dir && (e = readdir(dir)))
+			if (e->d_name[0] != '.' && snprintf(p, sizeof p, "%s/%s", d, e->d_name) < (int)sizeof p &&
+			    is_exec(p) && !B.cputime[0])
+				copy(B.cputime, sizeof B.cputime, p);
+		if (dir)
+			closedir(dir);
+	}
 }
 
 static int child_main(const char *mode, const char *impl, const char *ops)

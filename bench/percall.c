@@ -310,7 +310,7 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 	for (int op = 0; op < NOP; op++) {
 		first[op] = nc;
 		refc[op] = -1;
-		int sel = op_selected(only, op);
+		int sel = op_selected(only, op), reported = 0;
 		for (int im = 0; im < NIMPL; im++) {
 			int report = sel && measured[im];
 			if (!report && !(im == ref_impl && (sel || needed[op])))
@@ -319,9 +319,10 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 				continue;
 			if (im == ref_impl)
 				refc[op] = nc;
+			reported |= report;
 			c[nc++] = (struct contender){op, im, report, 0, NULL, 0};
 		}
-		if (sel && floor_fn[ops[op].floor])
+		if (reported && floor_fn[ops[op].floor])
 			c[nc++] = (struct contender){op, -1, 0, 0, NULL, 0};
 		count[op] = nc - first[op];
 	}

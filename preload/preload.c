@@ -65,11 +65,9 @@ static _Atomic int preload_cputime_coarse;
 
 #ifdef TH_PRELOAD_COUNT
 /* Test build only: calls per entry point, and whether the constructor ran. */
-enum {
-	TH_PC_CLOCK_GETTIME, TH_PC_CLOCK_GETRES, TH_PC_GETTIMEOFDAY, TH_PC_TIME, TH_PC_TIMESPEC_GET,
-	TH_PC_TIMESPEC_GETRES, TH_PC_FTIME, TH_PC_TIMES, TH_PC_CLOCK, TH_PC_N
-};
-TH_EXPORT _Atomic unsigned long th_preload_calls[16];
+#include "count.h"
+_Static_assert(TH_PC_N <= TH_PC_SLOTS, "count.h: too many entry points");
+TH_EXPORT _Atomic unsigned long th_preload_calls[TH_PC_SLOTS];
 TH_EXPORT _Atomic int th_preload_ctor_ran;
 /* Relaxed: the counting thread reads its own increments. */
 #define COUNT(sym) atomic_fetch_add_explicit(&th_preload_calls[TH_PC_##sym], 1, memory_order_relaxed)

@@ -257,7 +257,8 @@ static int cmd_run(int argc, char **argv)
 			fprintf(stderr, "timehands run: cannot read %s: %s\n", preload, strerror(errno));
 			return 127;
 		}
-		snprintf(entry, sizeof entry, "%s", file);
+		if (!lib_token_entry(file, entry, sizeof entry))
+			snprintf(entry, sizeof entry, "%s", file);
 	} else if (th_cli_find_preload(entry, sizeof entry, file, sizeof file) != 0) {
 		fprintf(stderr, "timehands run: cannot find " PRELOAD_NAME " (looked in %s); is timehands installed?\n",
 			file);

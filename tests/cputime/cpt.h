@@ -102,13 +102,21 @@ static inline int64_t cpt_tick(void)
 	return cpt_ns(&r);
 }
 
+/* Burn CPU: n iterations the compiler cannot drop. */
+static inline void work(int n)
+{
+	unsigned x = 0;
+	for (int c = 0; c < n; c++) {
+		x += (unsigned)c;
+		__asm__ volatile("" : "+r"(x));
+	}
+}
+
 /* Burn CPU until timehands' MONOTONIC reaches `until`. */
 static inline void spin_until(int64_t until)
 {
-	volatile unsigned x = 0;
 	while (th_ns(CLOCK_MONOTONIC) < until)
-		for (int i = 0; i < 200; i++)
-			x += (unsigned)i;
+		work(200);
 }
 
 static inline void spin_ns(int64_t ns)

@@ -34,13 +34,6 @@ static void step(struct seq *p)
 	p->u = t.tms_utime, p->s = t.tms_stime, p->clk = (int64_t)c, p->proc = pc, p->thr = tc;
 }
 
-static void work(int n)
-{
-	volatile unsigned x = 0;
-	for (int c = 0; c < n; c++)
-		x += (unsigned)c;
-}
-
 static void *busy(void *arg)
 {
 	(void)arg;

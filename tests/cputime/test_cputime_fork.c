@@ -20,10 +20,8 @@ static _Atomic int stop;
 static void *burner(void *arg)
 {
 	(void)arg;
-	volatile unsigned x = 0;
 	while (!atomic_load_explicit(&stop, memory_order_relaxed))
-		for (int i = 0; i < 100000; i++)
-			x += (unsigned)i;
+		work(100000);
 	return NULL;
 }
 
@@ -106,6 +104,7 @@ static void *forker(void *arg)
 	int64_t v0 = th_ns(TH_CLOCK_THREAD_CPUTIME_COARSE);
 	while (th_ns(TH_CLOCK_THREAD_CPUTIME_COARSE) == v0)
 		;
+	fflush(NULL); /* nothing buffered twice */
 	pid_t pid = j->how == VIA_RAW ? (pid_t)syscall(SYS_fork) : fork();
 	if (pid == 0) {
 		atomic_store(&cpt_failures, 0); /* the child's own count */

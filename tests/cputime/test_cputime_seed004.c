@@ -48,13 +48,6 @@ static void step(struct seq *p, const char *who)
 	p->u = u, p->s = s, p->sum = u + s, p->clk = (int64_t)c, p->proc = pc, p->thr = tc;
 }
 
-static void work(int n)
-{
-	volatile unsigned x = 0;
-	for (int c = 0; c < n; c++)
-		x += (unsigned)c;
-}
-
 static void *pound(void *arg)
 {
 	(void)arg;

@@ -919,18 +919,34 @@ static void evaluate_targets(void)
 		target("clock_gettime(CLOCK_MONOTONIC): system call / timehands (what a vDSO falling back to the"
 		       " syscall gains)",
 		       "timehands", s->ns_per_call / t->ns_per_call, 40, "x>=");
-	/* CPU-time clocks, from the rows of bench/cputime: >= 30x the system call */
+	/* CPU-time clocks, from the rows of bench/cputime: >= 30x the system
+	 * call; per operation, its worst thread count */
 	for (size_t i = 0; i < B.nextra; i++) {
-		char op[64] = "", impl[32] = "";
-		double rk = 0, threads = 1;
-		json_field(B.extra[i], "threads", NULL, 0, &threads);
-		if (json_field(B.extra[i], "op", op, sizeof op, NULL) == 0 &&
-		    json_field(B.extra[i], "impl", impl, sizeof impl, NULL) == 0 &&
-		    json_field(B.extra[i], "ratio_kernel", NULL, 0, &rk) == 0 && rk > 0 &&
-		    strncmp(impl, "timehands", 9) == 0) {
-			snprintf(w, sizeof w, "%s, %d thread%s: kernel call / timehands", op, (int)threads,
-				 threads > 1 ? "s" : "");
-			target(w, impl, 1 / rk, 30, "x>=");
+		char op[64] = "", impl[32] = "", op2[64], impl2[32];
+		double rk = 0, worst = 0, threads = 1, worst_threads = 1;
+		if (json_field(B.extra[i], "op", op, sizeof op, NULL) != 0 ||
+		    json_field(B.extra[i], "impl", impl, sizeof impl, NULL) != 0 || strncmp(impl, "timehands", 9) != 0)
+			continue;
+		int seen = 0;
+		for (size_t j = 0; j < B.nextra; j++) {
+			if (json_field(B.extra[j], "op", op2, sizeof op2, NULL) != 0 || strcmp(op, op2) != 0 ||
+			    json_field(B.extra[j], "impl", impl2, sizeof impl2, NULL) != 0 || strcmp(impl, impl2) != 0 ||
+			    json_field(B.extra[j], "ratio_kernel", NULL, 0, &rk) != 0 || rk <= 0)
+				continue;
+			if (j < i) {
+				seen = 1;
+				break;
+			}
+			json_field(B.extra[j], "threads", NULL, 0, &threads);
+			if (rk > worst) {
+				worst = rk;
+				worst_threads = threads;
+			}
+		}
+		if (!seen && worst > 0) {
+			snprintf(w, sizeof w, "%s: kernel call / timehands, worst thread count (%d)", op,
+				 (int)worst_threads);
+			target(w, impl, 1 / worst, 30, "x>=");
 		}
 	}
 	const struct bench_row *v2 = find("scaling", NULL, "vdso", 2), *t2 = find("scaling", NULL, "timehands", 2);

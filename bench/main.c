@@ -313,6 +313,8 @@ static void machine_context(struct machine *m)
 	snprintf(path, sizeof path, "%savailable_clocksource", cs);
 	if (read_line(path, m->clocksources, sizeof m->clocksources) != 0)
 		m->clocksources[0] = 0;
+	for (size_t n = strlen(m->clocksources); n && m->clocksources[n - 1] == ' ';)
+		m->clocksources[--n] = 0;
 	snprintf(m->libc, sizeof m->libc, "glibc %s", gnu_get_libc_version());
 	if (read_line("/proc/loadavg", line, sizeof line) == 0) {
 		/* the three load averages */
@@ -736,7 +738,7 @@ static void print_percall(void)
 			       r->ns_per_call, r->ns_min, rv, rf, df, fl);
 		}
 	}
-	printf("%-42s %-26s\n", "hardware floor", "");
+	printf("hardware floor\n");
 	for (size_t i = 0; i < B.rows.n; i++) {
 		const struct bench_row *r = &B.rows.v[i];
 		if (strcmp(r->table, "floor") == 0)

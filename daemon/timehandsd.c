@@ -386,9 +386,10 @@ static void windup(uint64_t noticed)
 			ctr = 0;
 	}
 	if (fl & TH_OBS_STEP) {
-		atomic_fetch_add_explicit(&D.hdr->steps, 1, memory_order_relaxed);
 		atomic_store_explicit(&D.hdr->last_step_ns, noticed ? noticed : (uint64_t)smp.mono,
 				      memory_order_relaxed);
+		/* Release: whoever acquires the new count sees the time above. */
+		atomic_fetch_add_explicit(&D.hdr->steps, 1, memory_order_release);
 		logmsg(LOG_INFO, "REALTIME stepped by %lld us: followed (epoch %u)",
 		       (long long)((D.disc.off_real - old_off_real) / 1000), (unsigned)D.disc.epoch);
 	}

@@ -346,8 +346,11 @@ static struct server start_server(const char *path, enum serve how, int page_fd,
 		char one = 1;
 		if (write(ready[1], &one, 1) != 1)
 			_exit(3);
-		struct pollfd p = {.fd = s, .events = POLLIN, .revents = 0};
-		if (poll(&p, 1, 5000) == 1) {
+		/* a connection, or the parent is done with us (a refusal
+		 * before connecting) */
+		struct pollfd p[2] = {{.fd = s, .events = POLLIN, .revents = 0},
+				      {.fd = done[0], .events = POLLIN, .revents = 0}};
+		if (poll(p, 2, 5000) >= 1 && (p[0].revents & POLLIN)) {
 			int c = accept(s, NULL, NULL);
 			int fds[2] = {page_fd, page_fd};
 			int pp[2];

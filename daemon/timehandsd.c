@@ -33,6 +33,7 @@
 #include <math.h>
 #include <poll.h>
 #include <pwd.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -80,6 +81,8 @@ struct daemon {
 	int test_seam;
 	int verbose;
 	int skip_cross_cpu;
+	int rt_priority;
+	int window_ticks;
 
 	/* resources */
 	struct th_page_hdr *hdr;
@@ -707,6 +710,23 @@ static void drop_privileges(void)
 	logmsg(LOG_INFO, "running as %s (uid %u), keeping the page mapping and the socket", D.user, (unsigned)uid);
 }
 
+/* Real-time scheduling keeps the ticks on time when every CPU is busy (the
+ * moment fast clocks matter most): a late tick sends every reader of the page
+ * to its slow path. The daemon runs ~10 us per tick and never spins. */
+static void set_rt_priority(void)
+{
+	if (!D.rt_priority)
+		return;
+	struct sched_param sp;
+	memset(&sp, 0, sizeof sp);
+	sp.sched_priority = D.rt_priority;
+	if (sched_setscheduler(0, SCHED_FIFO | SCHED_RESET_ON_FORK, &sp) != 0)
+		logmsg(LOG_WARNING, "cannot use SCHED_FIFO priority %d: %s (ticks may be late on a busy machine)",
+		       D.rt_priority, strerror(errno));
+	else
+		logmsg(LOG_INFO, "SCHED_FIFO priority %d", D.rt_priority);
+}
+
 static void decide_counter(void)
 {
 	th_trust_probe(&D.trust, D.counter_mode);
@@ -745,10 +765,12 @@ static void decide_counter(void)
 static void init_discipline(void)
 {
 	struct th_disc_config dc;
-	/* Record window: two ticks, so that the record published every tick
-	 * (continuation or refresh) always has a tick of validity to spare
-	 * and its coarse value is at most a tick old. */
-	th_disc_config_default(&dc, 2 * D.tick_ns);
+	/* Record window: two ticks by default. A record is published every
+	 * tick whatever the window (a continuation, or a refresh of the same
+	 * line before its anchor), so coarse values are at most a tick old;
+	 * the window only sets how late the daemon may be before readers
+	 * find the record expired: window - 1 ticks. */
+	th_disc_config_default(&dc, (uint64_t)D.window_ticks * D.tick_ns);
 	if (D.trust.nominal_hz > 0)
 		dc.nominal_rate = 1e9 / D.trust.nominal_hz;
 	th_disc_init(&D.disc, &dc);
@@ -810,7 +832,9 @@ static void detach_stdio(int ready_fd)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: timehandsd [--page PATH] [--hz N] [--foreground] [--user NAME] [--pidfile PATH]\n"
-		   "                  [--counter auto|off|force] [--no-cross-cpu] [--verbose] [--test-seam]\n"
+		   "                  [--rt-priority N] [--window-ticks N] [--counter auto|off|force]\n"
+		   "                  [--no-cross-cpu] [--verbose]"
+" [--test-seam]\n"
 		   "Publishes the shared time page at PATH (default %s). See timehandsd(8).\n",
 		TH_DEFAULT_PAGE);
 }
@@ -820,6 +844,7 @@ static void parse_args(int argc, char **argv)
 	D.page_path = TH_DEFAULT_PAGE;
 	D.user = "nobody";
 	D.counter_mode = TH_CTR_AUTO;
+	D.window_ticks = 2;
 	long hz = 0;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -838,6 +863,20 @@ static void parse_args(int argc, char **argv)
 			i++;
 		} else if (strcmp(a, "--pidfile") == 0 && val) {
 			D.pidfile = val;
+			i++;
+		} else if (strcmp(a, "--window-ticks") == 0 && val) {
+			char *end;
+			long w = strtol(val, &end, 10);
+			if (*end || w < 2 || w > 16)
+				die("--window-ticks wants 2..16");
+			D.window_ticks = (int)w;
+			i++;
+		} else if (strcmp(a, "--rt-priority") == 0 && val) {
+			char *end;
+			long p = strtol(val, &end, 10);
+			if (*end || p < 0 || p > 99)
+				die("--rt-priority wants 0..99");
+			D.rt_priority = (int)p;
 			i++;
 		} else if (strcmp(a, "--counter") == 0 && val) {
 			if (strcmp(val, "auto") == 0)
@@ -919,6 +958,7 @@ int main(int argc, char **argv)
 		ready_fd = daemonize();
 
 	decide_counter();
+	set_rt_priority();
 	init_discipline();
 	make_page();
 	make_fds();

@@ -51,9 +51,9 @@
  * forking thread's thread cache is tagged with the incarnation of the process
  * that filled it; a new incarnation (a counter in ordinary memory, inherited
  * and only ever increased, so a child's is larger than any its parent used)
- * makes it reset. Where MADV_WIPEONFORK is missing (kernels before 4.14) a
- * static page and a pthread_atfork handler serve instead, which a raw
- * SYS_fork bypasses.
+ * makes it reset. A pthread_atfork handler clears the page too: where
+ * MADV_WIPEONFORK is missing (kernels before 4.14; a static page serves) or
+ * accepted and ignored (qemu-user), fork() still works, a raw fork does not.
  *
  * th_times() returns MONOTONIC in clock ticks (sysconf(_SC_CLK_TCK)) plus an
  * offset fixed per process at the first call so that it matches the kernel's
@@ -194,10 +194,14 @@ static void cache_page_clear(struct th_cpu_page *pg)
 	}
 }
 
-/* Only where MADV_WIPEONFORK is missing; runs in the single-threaded child. */
+/* Runs in the single-threaded child of fork(). Redundant where the kernel
+ * honours MADV_WIPEONFORK; needed where it is missing (before 4.14) or
+ * accepted and ignored (qemu-user). A raw fork skips it. */
 static void cpu_atfork_child(void)
 {
-	cache_page_clear(&cpu_static);
+	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_relaxed);
+	if (pg)
+		cache_page_clear(pg);
 }
 
 static uint32_t read_clk_tck(void)
@@ -230,7 +234,7 @@ static struct th_cpu_page *page_get(void)
 				m = MAP_FAILED;
 			}
 		}
-		if (want == &cpu_static && !atomic_exchange_explicit(&atfork_done, 1, memory_order_relaxed))
+		if (!atomic_exchange_explicit(&atfork_done, 1, memory_order_relaxed))
 			pthread_atfork(NULL, NULL, cpu_atfork_child);
 		struct th_cpu_page *expect = NULL;
 		/* Release: clk_hz above is visible to whoever acquires the
@@ -389,8 +393,8 @@ static __attribute__((noinline)) int proc_ns_slow(uint64_t *v)
 /* CLOCK_PROCESS_CPUTIME_ID from the cache: 0, or -1 with errno. */
 static inline __attribute__((always_inline)) int proc_ns(uint64_t *v)
 {
-	/* Acquire pairs with the CAS publishing the page: the attach state
-	 * (tick_ns) and clk_hz written before it are visible. */
+	/* Acquire pairs with the CAS publishing the page (clk_hz is set).
+	 * th__P.tick_ns is read only once a stamp exists (TH_FRESH). */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_LIKELY(pg != NULL)) {
 		uint64_t now = mono_now(0);

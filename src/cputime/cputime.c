@@ -32,8 +32,9 @@
  *   Bound: a value returned by a call at MONOTONIC time T is at least the
  *   exact kernel value of a reading begun at or after T - 2 ticks (normally
  *   T - 1 tick), and at most the largest value the kernel has returned. So it
- *   lags the exact value by at most the CPU time the process used in the
- *   last two ticks (<= 2 ticks x the number of CPUs). th_clock() and the
+ *   lags the exact value by at most what the kernel counted for the process
+ *   in the last two ticks: <= 2 ticks x the number of CPUs, plus runtime the
+ *   kernel had not yet accounted to threads on other CPUs. th_clock() and the
  *   coarse ids take T with an unordered counter read (like
  *   TH_CLOCK_MONOTONIC_RELAXED), which may place T a few ns early.
  *

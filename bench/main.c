@@ -1113,8 +1113,8 @@ static void usage(FILE *f)
 		"  --json PATH        write every figure as JSON to PATH\n"
 		"  --threads LIST     thread counts of the scalability table (default 1,2,4,8)\n"
 		"  --calls N          calls per thread in the scalability table (default 1000000)\n"
-		"  --rounds N         interleaved rounds of the per-call table (default 7, quick 3)\n"
-		"  --target-ms MS     length of a per-call loop (default 20, quick 8; at least 10^6 fast calls)\n"
+		"  --rounds N         interleaved rounds of the per-call table (default 5, quick 3)\n"
+		"  --target-ms MS     length of a per-call loop (default 15, quick 8; at least 10^6 fast calls)\n"
 		"  --loop-calls N     calls per per-call loop instead (a smoke test; figures then mean little)\n"
 		"  --guarantee-seconds S  length of the same-thread guarantee loop (default 2.2, quick 1.2)\n"
 		"  --stream-reads N   reads per cross-thread stream (default 3000000, quick 1000000)\n"
@@ -1282,9 +1282,11 @@ int main(int argc, char **argv)
 		}
 #undef ARG
 	}
-	B.o.rounds = rounds > 0 ? rounds : B.o.quick ? 3 : 7;
-	B.o.target_ms = target_ms > 0 ? target_ms : B.o.quick ? 8 : 20;
-	B.o.scale_rounds = B.o.quick ? 2 : 5;
+	/* defaults sized for `make bench` in about two minutes with the build,
+	 * on a 2-CPU machine */
+	B.o.rounds = rounds > 0 ? rounds : B.o.quick ? 3 : 5;
+	B.o.target_ms = target_ms > 0 ? target_ms : B.o.quick ? 8 : 15;
+	B.o.scale_rounds = B.o.quick ? 2 : 3;
 	B.o.guarantee_s = guarantee_s > 0 ? guarantee_s : B.o.quick ? 1.2 : 2.2;
 	if (!B.o.stream_reads)
 		B.o.stream_reads = B.o.quick ? 1000000 : 3000000;

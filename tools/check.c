@@ -297,7 +297,7 @@ static void counter_probe(struct counter_info *ci, int counter_mode)
 	ci->invariant = ci->trust.invariant;
 #if defined(__x86_64__)
 	unsigned a, b, c, d;
-	if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
+	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
 		__cpuid(0x80000001u, a, b, c, d);
 		ci->rdtscp_cpuid = (d >> 27) & 1;
 	}
@@ -308,6 +308,8 @@ static void counter_probe(struct counter_info *ci, int counter_mode)
 		memcpy(ci->hypervisor + 4, &c, 4);
 		memcpy(ci->hypervisor + 8, &d, 4);
 		ci->hypervisor[12] = 0;
+		for (int i = 11; i >= 0 && (ci->hypervisor[i] == ' ' || ci->hypervisor[i] == 0); i--)
+			ci->hypervisor[i] = 0;
 	}
 	static char buf[65536];
 	if (th_read_small_file("/proc/cpuinfo", buf, sizeof buf) > 0) {

@@ -194,6 +194,13 @@ sandbox)
 	th --cputime coarse "$B/compat_sandbox" seccomp || fail "seccomp, coarse CPU time"
 	th --disable "$B/compat_sandbox" seccomp || fail "seccomp, disabled"
 	;;
+noalloc)
+	"$B/compat_noalloc" || fail "without the preload"
+	th "$B/compat_noalloc" || fail "under the preload"
+	th --relaxed "$B/compat_noalloc" || fail "relaxed"
+	th --cputime coarse "$B/compat_noalloc" || fail "coarse CPU time"
+	th --disable "$B/compat_noalloc" || fail "disabled"
+	;;
 timens)
 	# In another time namespace the kernel's MONOTONIC and BOOTTIME are shifted.
 	if [ "$(id -u)" -ne 0 ] || ! unshare -T --monotonic=86400 --boottime=172800 --fork true 2>/dev/null; then

@@ -31,7 +31,6 @@
 #include <grp.h>
 #include <limits.h>
 #include <math.h>
-#include <poll.h>
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
@@ -39,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -87,7 +87,7 @@ struct daemon {
 	/* resources */
 	struct th_page_hdr *hdr;
 	struct th_timeline *tl;
-	int memfd, lfd, tick_fd, rt_fd, sig_fd;
+	int memfd, lfd, tick_fd, due_fd, rt_fd, sig_fd;
 	int socket_bound;
 
 	/* writer state */
@@ -101,7 +101,8 @@ struct daemon {
 	uint64_t distrust_until, distrust_ns;
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
 	int64_t last_off_boot;
-	uint64_t next_tick;
+	uint64_t grid0;           /* the ticks are grid0 + k * tick_ns (a periodic timer) */
+	uint64_t due_armed;       /* one-shot wakeup before the next tick, 0 when none */
 	uint64_t flags;
 
 	/* statistics */
@@ -469,27 +470,48 @@ static void arm_realtime_watch(void)
 		       strerror(errno));
 }
 
-static void arm_tick(void)
+static void arm_abs(int fd, uint64_t when, uint64_t interval)
 {
-	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
-	if (D.next_tick <= now) {
-		/* On time: the next tick; late (stopped, suspended): skip the
-		 * missed ones and stay on the grid. */
-		uint64_t missed = (now - D.next_tick) / D.tick_ns + 1;
-		D.next_tick += missed * D.tick_ns;
-	}
-	uint64_t when = D.next_tick;
-	uint64_t due = record_due();
-	if (due && due < when)
-		when = due;
-	if (when < now + 20000)
-		when = now + 20000; /* never spin: at most one wakeup per 20 us */
 	struct itimerspec its;
 	memset(&its, 0, sizeof its);
 	its.it_value.tv_sec = (time_t)(when / NS_PER_S);
 	its.it_value.tv_nsec = (long)(when % NS_PER_S);
-	if (timerfd_settime(D.tick_fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
+	its.it_interval.tv_sec = (time_t)(interval / NS_PER_S);
+	its.it_interval.tv_nsec = (long)(interval % NS_PER_S);
+	if (timerfd_settime(fd, TFD_TIMER_ABSTIME, &its, NULL) != 0)
 		die("timerfd_settime: %s", strerror(errno));
+}
+
+/* The ticks: one periodic timer on a fixed grid, armed once, so that an
+ * ordinary tick costs one wakeup and no timer syscall (missed ticks after a
+ * stop or a suspend are simply skipped). */
+static void start_ticks(void)
+{
+	D.grid0 = (uint64_t)kread_ns(CLOCK_MONOTONIC) + D.tick_ns;
+	arm_abs(D.tick_fd, D.grid0, D.tick_ns);
+}
+
+/* A record that wants a windup before the next tick (while the window is
+ * still short, a kernel record due at a set time): a one-shot timer,
+ * touched only when that time changes. */
+static void arm_due(void)
+{
+	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+	uint64_t next = now < D.grid0 ? D.grid0 : D.grid0 + ((now - D.grid0) / D.tick_ns + 1) * D.tick_ns;
+	uint64_t due = record_due();
+	uint64_t want = 0;
+	if (due && due + 20000 < next) /* (a due within 20 us of a tick waits for it) */
+		want = due < now + 20000 ? now + 20000 : due; /* never spin: 20 us at least */
+	if (want == D.due_armed)
+		return;
+	if (want)
+		arm_abs(D.due_fd, want, 0);
+	else {
+		struct itimerspec off;
+		memset(&off, 0, sizeof off);
+		timerfd_settime(D.due_fd, 0, &off, NULL);
+	}
+	D.due_armed = want;
 }
 
 /* ------------------------------------------------------------ serving */
@@ -648,8 +670,9 @@ static void make_socket(void)
 static void make_fds(void)
 {
 	D.tick_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
+	D.due_fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
 	D.rt_fd = timerfd_create(CLOCK_REALTIME, TFD_CLOEXEC | TFD_NONBLOCK);
-	if (D.tick_fd < 0 || D.rt_fd < 0)
+	if (D.tick_fd < 0 || D.due_fd < 0 || D.rt_fd < 0)
 		die("timerfd_create: %s", strerror(errno));
 	sigset_t set;
 	sigemptyset(&set);
@@ -950,7 +973,7 @@ static void shutdown_page(void)
 
 int main(int argc, char **argv)
 {
-	D.lfd = D.memfd = D.tick_fd = D.rt_fd = D.sig_fd = -1;
+	D.lfd = D.memfd = D.tick_fd = D.due_fd = D.rt_fd = D.sig_fd = -1;
 	th_kclock_init();
 	parse_args(argc, argv);
 	int ready_fd = -1;
@@ -971,30 +994,41 @@ int main(int argc, char **argv)
 	windup(0);
 	beat();
 	th_page_set_flags(D.hdr, D.flags | TH_PAGE_VALID);
-	D.next_tick = (uint64_t)kread_ns(CLOCK_MONOTONIC) + D.tick_ns;
+	start_ticks();
 	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s", D.page_path,
 	       (unsigned long long)(D.tick_ns / 1000), D.lines ? "counter lines" : "kernel records",
 	       D.trust.clocksource);
 	if (ready_fd >= 0)
 		detach_stdio(ready_fd);
 
+	/* One epoll set, registered once: an ordinary tick is an epoll_wait
+	 * and a read of the tick timer. */
+	enum { EV_TICK, EV_DUE, EV_RT, EV_SIG, EV_LISTEN, EV_N };
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+	int evfd[EV_N] = {D.tick_fd, D.due_fd, D.rt_fd, D.sig_fd, D.lfd};
+	for (int i = 0; ep >= 0 && i < EV_N; i++) {
+		struct epoll_event ev = {.events = EPOLLIN, .data.u32 = (uint32_t)i};
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, evfd[i], &ev) != 0)
+			die("epoll_ctl: %s", strerror(errno));
+	}
+	if (ep < 0)
+		die("epoll_create1: %s", strerror(errno));
 	for (;;) {
-		arm_tick();
-		struct pollfd fds[4] = {
-			{.fd = D.tick_fd, .events = POLLIN},
-			{.fd = D.rt_fd, .events = POLLIN},
-			{.fd = D.sig_fd, .events = POLLIN},
-			{.fd = D.lfd, .events = POLLIN},
-		};
-		int k = poll(fds, 4, -1);
+		arm_due();
+		struct epoll_event evs[EV_N];
+		int k = epoll_wait(ep, evs, EV_N, -1);
 		if (k < 0) {
 			if (errno == EINTR)
 				continue;
-			die("poll: %s", strerror(errno));
+			die("epoll_wait: %s", strerror(errno));
 		}
+		int ready[EV_N] = {0};
+		for (int i = 0; i < k; i++)
+			if (evs[i].data.u32 < EV_N)
+				ready[evs[i].data.u32] = 1;
 		int wind = 0, stop = 0;
 		uint64_t noticed = 0;
-		if (fds[2].revents & POLLIN) {
+		if (ready[EV_SIG]) {
 			struct signalfd_siginfo si;
 			while (read(D.sig_fd, &si, sizeof si) == (ssize_t)sizeof si) {
 				if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
@@ -1010,7 +1044,7 @@ int main(int argc, char **argv)
 		}
 		if (stop)
 			break;
-		if (fds[1].revents & POLLIN) {
+		if (ready[EV_RT]) {
 			uint64_t n;
 			if (read(D.rt_fd, &n, sizeof n) < 0 && errno == ECANCELED) {
 				noticed = (uint64_t)kread_ns(CLOCK_MONOTONIC);
@@ -1018,18 +1052,25 @@ int main(int argc, char **argv)
 			}
 			arm_realtime_watch();
 		}
-		if (fds[0].revents & POLLIN) {
+		if (ready[EV_TICK]) {
 			uint64_t n;
 			if (read(D.tick_fd, &n, sizeof n) == (ssize_t)sizeof n)
 				wind = 1;
+		}
+		if (ready[EV_DUE]) {
+			uint64_t n;
+			if (read(D.due_fd, &n, sizeof n) == (ssize_t)sizeof n)
+				wind = 1;
+			D.due_armed = 0;
 		}
 		if (wind) {
 			windup(noticed);
 			beat();
 		}
-		if (fds[3].revents & POLLIN)
+		if (ready[EV_LISTEN])
 			serve_clients();
 	}
+	close(ep);
 	shutdown_page();
 	return 0;
 }

@@ -27,6 +27,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -781,6 +782,40 @@ static int mode_timens_client(const char *path)
 	return rc == TH_PAGE_EOTHER ? 0 : 1;
 }
 
+/* A bare timerfd loop at the same rate: what waking a thread this often
+ * costs on this machine, measured next to the daemon. */
+static pid_t spawn_bare_ticker(uint64_t tick_ns, int secs)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	int fd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+	struct itimerspec its;
+	memset(&its, 0, sizeof its);
+	its.it_value.tv_nsec = its.it_interval.tv_nsec = (long)tick_ns;
+	timerfd_settime(fd, 0, &its, NULL);
+	int64_t end = kns(CLOCK_MONOTONIC) + (int64_t)(secs + 1) * 1000000000LL;
+	while (kns(CLOCK_MONOTONIC) < end) {
+		uint64_t n;
+		if (read(fd, &n, sizeof n) < 0)
+			break;
+	}
+	_exit(0);
+}
+
+static int read_schedstat(pid_t pid, unsigned long long *run, unsigned long long *wakeups)
+{
+	char p[64];
+	unsigned long long x;
+	snprintf(p, sizeof p, "/proc/%d/schedstat", (int)pid);
+	FILE *f = fopen(p, "re");
+	if (!f)
+		return -1;
+	int k = fscanf(f, "%llu %llu %llu", run, &x, wakeups);
+	fclose(f);
+	return k == 3 ? 0 : -1;
+}
+
 static void mode_cpu(int secs)
 {
 	pid_t pid = spawn(1, NULL);
@@ -789,37 +824,36 @@ static void mode_cpu(int secs)
 	uint64_t tick = m.tick_ns ? m.tick_ns : 4000000;
 	th_page_detach(&m);
 	sleep_ns(500 * NS_PER_MS); /* past the start-up */
-	char p[64];
-	snprintf(p, sizeof p, "/proc/%d/schedstat", (int)pid);
-	unsigned long long run0 = 0, run1 = 0, w0 = 0, w1 = 0, x;
-	FILE *f = fopen(p, "re");
-	if (f) {
-		if (fscanf(f, "%llu %llu %llu", &run0, &x, &w0) != 3)
-			run0 = 0;
-		fclose(f);
-	}
+	pid_t bare = spawn_bare_ticker(tick, secs);
+	sleep_ns(200 * NS_PER_MS);
+	unsigned long long run0 = 0, run1 = 0, w0 = 0, w1 = 0, b0 = 0, b1 = 0, bw0 = 0, bw1 = 0;
+	read_schedstat(pid, &run0, &w0);
+	read_schedstat(bare, &b0, &bw0);
 	int64_t t0 = kns(CLOCK_MONOTONIC);
-	sleep_ns((int64_t)secs * 1000000000LL);
+	sleep_ns((int64_t)secs * 1000000000LL - 200 * NS_PER_MS);
 	int64_t t1 = kns(CLOCK_MONOTONIC);
-	f = fopen(p, "re");
-	if (f) {
-		if (fscanf(f, "%llu %llu %llu", &run1, &x, &w1) != 3)
-			run1 = 0;
-		fclose(f);
-	}
-	stop_daemon(pid);
+	read_schedstat(pid, &run1, &w1);
+	read_schedstat(bare, &b1, &bw1);
+	int bst;
+	waitpid(bare, &bst, 0);
 	struct rusage ru;
-	getrusage(RUSAGE_CHILDREN, &ru);
 	double wall = (double)(t1 - t0) / 1e9;
+	printf("cpu: bare timerfd loop at the same rate, same time: %.3f ms CPU, %.4f %% of one CPU, %.2f us per wakeup (%llu wakeups)\n",
+	       (double)(b1 - b0) / 1e6, (double)(b1 - b0) / 1e9 / wall * 100.0,
+	       bw1 > bw0 ? (double)(b1 - b0) / 1e3 / (double)(bw1 - bw0) : 0.0, bw1 - bw0);
+	kill(pid, SIGTERM);
+	int dst;
+	memset(&ru, 0, sizeof ru);
+	wait4(pid, &dst, 0, &ru); /* the daemon's own, over its whole life */
 	double life_cpu = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
 			  ru.ru_stime.tv_usec / 1e6;
 	printf("cpu: idle-ticking %.1f s at %llu Hz: %.3f ms CPU (schedstat), %.4f %% of one CPU, %.2f us per wakeup (%llu wakeups)\n",
 	       wall, (unsigned long long)(1000000000ull / tick), (double)(run1 - run0) / 1e6,
 	       (double)(run1 - run0) / 1e9 / wall * 100.0, w1 > w0 ? (double)(run1 - run0) / 1e3 / (double)(w1 - w0) : 0.0,
 	       w1 - w0);
-	printf("cpu: getrusage(RUSAGE_CHILDREN) over the daemon's whole life (start-up and cross-CPU check included): "
+	printf("cpu: getrusage of the daemon (wait4) over its whole life, %.1f s with start-up and cross-CPU check: "
 	       "user %.3f s, system %.3f s, total %.3f s; %ld voluntary / %ld involuntary context switches\n",
-	       (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
+	       (double)secs + 0.7, (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6, (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6,
 	       life_cpu, ru.ru_nvcsw, ru.ru_nivcsw);
 }
 

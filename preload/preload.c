@@ -75,6 +75,15 @@ TH_EXPORT _Atomic int th_preload_ctor_ran;
 #define COUNT(sym) ((void)0)
 #endif
 
+/*
+ * libc declares some of these pointers nonnull, and the compiler drops a NULL
+ * check on such a parameter whatever -fno-delete-null-pointer-checks says.
+ * The kernel answers NULL (EFAULT, or a valid call for gettimeofday's tv), so
+ * the entry points launder the pointer: an empty asm the compiler cannot see
+ * through, no instruction.
+ */
+#define LAUNDER(p) __asm__("" : "+r"(p))
+
 static inline int mode_now(void)
 {
 	return atomic_load_explicit(&preload_mode, memory_order_relaxed);
@@ -111,6 +120,7 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 TH_EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
+	LAUNDER(ts);
 	return serve_gettime(id, ts);
 }
 
@@ -121,6 +131,7 @@ TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts);
 TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
+	LAUNDER(ts);
 	return serve_gettime(id, ts);
 }
 
@@ -148,10 +159,15 @@ TH_EXPORT int clock_getres(clockid_t id, struct timespec *res)
 
 /* ------------------------------------------------------------- gettimeofday */
 
+/* Not the common case: a timezone or no timeval asked for, or
+ * TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1. */
 static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void *tz)
 {
-	if (mode_now() == PRELOAD_KERNEL)
+	int mode = mode_now();
+	if (mode == PRELOAD_KERNEL)
 		return th_kgettimeofday(tv, tz);
+	if (mode == PRELOAD_FULL)
+		return th_gettimeofday(tv, tz);
 	/* relaxed REALTIME; the obsolete timezone from the kernel, as the
 	 * library's th_gettimeofday does */
 	if (tz && th_kgettimeofday(NULL, tz) != 0)
@@ -165,16 +181,29 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 	return 0;
 }
 
+/*
+ * The library's REALTIME fast path (which also raises the G3 floor, exactly
+ * as th_gettimeofday() does), converted here with two scalar stores: the
+ * caller reads tv_usec right away, and a 16-byte vector store of the pair
+ * (what the compiler makes of th_gettimeofday's conversion) cannot forward
+ * its upper half to that load on some CPUs, which costs more than the rest
+ * of the conversion.
+ */
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {
-	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL))
+	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || tz || !tv))
 		return gettimeofday_mode(tv, tz);
-	return th_gettimeofday(tv, tz);
+	struct timespec ts;
+	th_clock_gettime(CLOCK_REALTIME, &ts);
+	tv->tv_sec = ts.tv_sec;
+	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	return 0;
 }
 
 TH_EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
+	LAUNDER(tv);
 	return serve_gettimeofday(tv, tz);
 }
 
@@ -182,19 +211,44 @@ TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz);
 TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
+	LAUNDER(tv);
 	return serve_gettimeofday(tv, tz);
 }
 
 /* --------------------------------------------------------------------- time */
 
+static __attribute__((noinline)) time_t time_other(time_t *t)
+{
+	if (mode_now() == PRELOAD_KERNEL)
+		return th_ktime(t);
+	return th_time(t);
+}
+
+/*
+ * th_time()'s fast path, inlined here (the header's th__time_inline() does
+ * the same for programs): the kernel's cached second when it equals the G3
+ * floor, the largest second a fine REALTIME read of this process returned;
+ * anything else (another second, no vDSO time(), before attach, a mode) goes
+ * to th_time(), which decides with a fine read. Each call saved here is a
+ * good part of the cost, the kernel's own time() being a single load.
+ */
 TH_EXPORT time_t time(time_t *t)
 {
 	COUNT(TIME);
-	/* The relaxed mode does not apply: th_time() is one load of the
-	 * kernel's second and one of the G3 floor. */
-	if (TH_UNLIKELY(mode_now() == PRELOAD_KERNEL))
-		return th_ktime(t);
-	return th_time(t);
+	/* th_vdso is written once at attach; a NULL (before, or no vDSO time())
+	 * takes th_time(). Relaxed loads: see th_time() in api.c; the floor is
+	 * one word, and the relaxed mode does not apply to time(). */
+	time_t (*kt)(time_t *) = th_vdso.time;
+	if (TH_LIKELY(kt != NULL) && TH_LIKELY(mode_now() != PRELOAD_KERNEL)) {
+		time_t tk = kt(NULL);
+		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
+			if (t)
+				*t = tk;
+			return tk;
+		}
+	}
+	return time_other(t);
 }
 
 /* ------------------------------------------------- timespec_get, _getres */
@@ -239,6 +293,7 @@ static int serve_timespec_getres(struct timespec *ts, int base)
 TH_EXPORT int timespec_get(struct timespec *ts, int base)
 {
 	COUNT(TIMESPEC_GET);
+	LAUNDER(ts);
 	return serve_timespec_get(ts, base);
 }
 

@@ -96,6 +96,11 @@ static void check_gettimeofday(const char *name, gtod_fn fn)
 	syscall(SYS_gettimeofday, NULL, &ktz);
 	CHECK(tz.tz_minuteswest == ktz.tz_minuteswest && tz.tz_dsttime == ktz.tz_dsttime, "%s tz differs",
 	      name);
+	/* a NULL timeval is valid: only the timezone, or nothing */
+	gtod_fn volatile f = fn;
+	struct timezone tz2 = {-1, -1};
+	CHECK(f(NULL, &tz2) == 0 && tz2.tz_minuteswest == ktz.tz_minuteswest, "%s(NULL, tz)", name);
+	CHECK(f(NULL, NULL) == 0, "%s(NULL, NULL)", name);
 }
 
 static void check_time(void)

@@ -21,7 +21,7 @@
  * daemon is the only writer of `cur` and its compare-and-swaps never fail;
  * a reader that finds a record expired treats the daemon as late
  * (page_client.h). To keep that rare, a continuation is only committed while
- * the current record has at least half a tick of validity left.
+ * the current record has LATE_MARGIN_NS of validity left.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -24,13 +24,31 @@
  * most the timeout, never a hang).
  *
  * While running, th_page_check (magic, VALID, heartbeat age) is the cheap
- * re-validation. A reader of the records must also treat the publisher as
- * late when it finds the current LINE record expired (counter beyond dhi)
- * and `cur` unchanged after an ordered counter read: readers cannot announce
- * into a read-only page (record.h), so the value it then returns from the
- * kernel must come from outside the page (local mode), and coming back to
- * the page needs a monotonic handover. The same holds for a TRANSIT record
- * whose phi exceeds its guard.
+ * re-validation.
+ *
+ * What the library must do when it reads the records (the page is read-only:
+ * no th_announce, no windup; tests/daemon/tcommon.h page_value() is a
+ * reference reader that follows these rules):
+ *   - LINE record, counter delta in [dmin, dhi]: the line's value (clamp to
+ *     dlo below it), exactly as in local mode.
+ *   - LINE record, delta outside: order the counter read before a re-load
+ *     of `cur` (th_order_after_kernel_read); if `cur` moved, read again;
+ *     if not, the daemon is late: the value returned must come from outside
+ *     the page (local mode or the kernel, floored), because the daemon may
+ *     still commit a continuation of the old line, which readers that could
+ *     not announce would then see below that value. Coming back to the page
+ *     needs a monotonic handover (its value not below what was returned).
+ *   - KERNEL record: phi(kernel, ceiling, bound), then re-load `cur` after
+ *     the kernel read; if it moved, read again (the same check as local
+ *     mode; no write needed).
+ *   - TRANSIT record: as KERNEL while phi <= guard; above the guard (a
+ *     fresh line is being installed, it lasts a microsecond or two) read
+ *     again a bounded number of times, else treat the daemon as late.
+ *   - coarse clocks: the record's coarse value (coarse_at[]), refreshed every
+ *     tick; `tick` is the kernel's coarse clock at that sample, as in local
+ *     mode, and the heartbeat says when the daemon last published.
+ * Values of the page never go back across threads (the daemon's commits
+ * keep the line continuous); only the hand-overs above need care.
  */
 #ifndef TH_ATTACH_PAGE_CLIENT_H
 #define TH_ATTACH_PAGE_CLIENT_H

@@ -34,6 +34,7 @@ static int wait_turn(_Atomic uint32_t *turn, uint32_t want, _Atomic int *failed)
 		 * read next is the one handed over. */
 		if (atomic_load_explicit(turn, memory_order_acquire) == want)
 			return 0;
+		/* Relaxed: a give-up flag; only its own value matters. */
 		if (atomic_load_explicit(failed, memory_order_relaxed))
 			return -1;
 		if ((i & 1023) == 1023)
@@ -62,6 +63,7 @@ static void *partner(void *arg)
 	for (unsigned i = 0; i < p->rounds; i++) {
 		if (wait_turn(&p->turn, 2 * i + 1, &p->failed))
 			return NULL;
+		/* Relaxed: ordered after the acquire of turn above. */
 		uint64_t v = atomic_load_explicit(&p->value, memory_order_relaxed);
 		/* Ordered read: taken after the acquire above (LFENCE / ISB),
 		 * so it is later than the handed-over reading in real time. */
@@ -69,7 +71,8 @@ static void *partner(void *arg)
 		int64_t gap = (int64_t)(c - v);
 		if (gap < p->min_gap)
 			p->min_gap = gap;
-		/* Take a fresh reading to hand back, after the comparison. */
+		/* Take a fresh reading to hand back, after the comparison;
+		 * relaxed: published by the release store of turn below. */
 		atomic_store_explicit(&p->value, th_counter_ordered(), memory_order_relaxed);
 		/* Release: the value above is visible to the main thread when
 		 * it acquires this turn. */
@@ -122,11 +125,13 @@ int th_cross_cpu_check(struct th_cross_cpu *r, unsigned rounds)
 			break;
 		}
 		for (unsigned i = 0; i < rounds; i++) {
+			/* Relaxed store, published by the release store of turn;
+			 * pairs with the partner's acquire of turn. */
 			atomic_store_explicit(&p.value, th_counter_ordered(), memory_order_relaxed);
-			/* Release: pairs with the partner's acquire of turn. */
 			atomic_store_explicit(&p.turn, 2 * i + 1, memory_order_release);
 			if (wait_turn(&p.turn, 2 * i + 2, &p.failed))
 				break;
+			/* Relaxed: ordered after the acquire in wait_turn. */
 			uint64_t v = atomic_load_explicit(&p.value, memory_order_relaxed);
 			uint64_t m = th_counter_ordered(); /* after the acquire in wait_turn */
 			int64_t gap = (int64_t)(m - v);

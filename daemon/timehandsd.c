@@ -383,6 +383,7 @@ static void windup(uint64_t noticed)
 	}
 	D.last_off_boot = smp.off_boot;
 	if (fl & TH_OBS_JUMP) {
+		/* A statistic: nothing is ordered by it. */
 		atomic_fetch_add_explicit(&D.hdr->resyncs, 1, memory_order_relaxed);
 		logmsg(LOG_NOTICE, "counter discontinuity (jump, suspend or migration): line re-anchored");
 		note_jump((uint64_t)smp.mono);
@@ -390,6 +391,7 @@ static void windup(uint64_t noticed)
 			ctr = 0;
 	}
 	if (fl & TH_OBS_STEP) {
+		/* Relaxed: published by the release increment below. */
 		atomic_store_explicit(&D.hdr->last_step_ns, noticed ? noticed : (uint64_t)smp.mono,
 				      memory_order_relaxed);
 		/* Release: whoever acquires the new count sees the time above. */

@@ -482,6 +482,7 @@ int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map 
 	out->size = size;
 	out->tick_ns = h->tick_ns;
 	out->max_age_ns = th_page_max_age_ns(h->tick_ns);
+	/* Acquire: pairs with th_page_set_flags (release) in the daemon. */
 	out->flags = atomic_load_explicit(&h->flags, memory_order_acquire);
 	out->nominal_hz = h->nominal_hz;
 	out->counter_kind = h->counter_kind;

@@ -321,6 +321,8 @@ int th_page_validate(const void *map, size_t size, const struct th_page_expect *
 	/* The timeline: the slot named by `cur`, and the record there. The
 	 * page is read-only for us, and th_snapshot only loads. */
 	const struct th_timeline *tl = th_page_timeline_const(h);
+	/* Acquire, as in th_snapshot: pairs with the publisher's release CAS
+	 * in th_commit (only the slot is used here). */
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	if (TH_CUR_SLOT(cur) >= TH_RING) {
 		th_reason_str(&r, "page's current slot ");
@@ -338,6 +340,7 @@ int th_page_validate(const void *map, size_t size, const struct th_page_expect *
 
 	if (exp && exp->now_mono_ns)
 		return th_page_live(h, exp->now_mono_ns, exp->max_age_ns, reason, reason_size);
+	/* Acquire: pairs with th_page_set_flags (release). */
 	uint64_t flags = atomic_load_explicit(&h->flags, memory_order_acquire);
 	if (!(flags & TH_PAGE_VALID))
 		return fail(&r, TH_PAGE_ESTALE, "shared page not valid: timehandsd shut down or not ready");

@@ -35,14 +35,15 @@ report() { python3 "$here/report.py" "$@"; }
 # --- An independent measurement of vDSO clock_gettime(CLOCK_MONOTONIC):
 # another program, no shared code, timed from outside: (t(N) - t(0)) / N.
 loop=$build/bench/timehands-bench-vdsoloop
-n=20000000
-case " ${BENCH_ARGS:-} $* " in *" --quick "*) n=10000000 ;; esac
+# many short runs: on a busy machine some land in quiet moments
+n=5000000 runs=15
+case " ${BENCH_ARGS:-} $* " in *" --quick "*) runs=8 ;; esac
 if [ -x "$loop" ]; then
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
 	if command -v hyperfine >/dev/null 2>&1; then
 		tool=hyperfine
-		hyperfine -N --style none --warmup 1 --runs 5 --export-json "$tmp/h.json" \
+		hyperfine -N --style none --warmup 2 --runs "$runs" --export-json "$tmp/h.json" \
 			"$loop $n" "$loop 0" >/dev/null 2>&1 || tool=
 		[ -n "$tool" ] && report independent --hyperfine "$tmp/h.json" --calls "$n" --json "$json"
 	else
@@ -51,7 +52,7 @@ if [ -x "$loop" ]; then
 	if [ -z "$tool" ]; then
 		# no hyperfine: the shell's clock around five runs of each
 		for arg in "$n" 0; do
-			for _ in 1 2 3 4 5; do
+			for _ in $(seq "$runs"); do
 				s=$(date +%s%N)
 				"$loop" "$arg"
 				e=$(date +%s%N)

@@ -128,7 +128,7 @@ int th__page_trust_seals(int seals, char *reason, size_t n)
 
 /* ------------------------------------------------------------ attach */
 
-static int check_paths(const char *path, struct th_reason *r, char *reason, size_t n)
+static int check_paths(const char *path, uint32_t uid, uint32_t euid, struct th_reason *r, char *reason, size_t n)
 {
 	size_t len = strlen(path);
 	struct sockaddr_un sa;
@@ -147,7 +147,6 @@ static int check_paths(const char *path, struct th_reason *r, char *reason, size
 		slash[1] = 0;
 	else
 		*slash = 0;
-	uint32_t uid = (uint32_t)getuid(), euid = (uint32_t)geteuid();
 	struct stat st;
 	if (stat(dir, &st) != 0) {
 		int e = errno;
@@ -201,7 +200,8 @@ static int wait_fd(int fd, short events, int64_t deadline)
 
 /* Connect, check the peer, receive one descriptor. Returns the descriptor or
  * a negative errno; the socket is closed either way. */
-static int receive_fd(const char *path, int timeout_ms, struct th_reason *r, uint32_t *peer_pid, uint32_t *peer_uid)
+static int receive_fd(const char *path, int timeout_ms, uint32_t uid, uint32_t euid, struct th_reason *r,
+		      uint32_t *peer_pid, uint32_t *peer_uid)
 {
 	int64_t deadline = mono_ns() + (int64_t)timeout_ms * NS_PER_MS;
 	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -252,7 +252,7 @@ static int receive_fd(const char *path, int timeout_ms, struct th_reason *r, uin
 	}
 	*peer_pid = (uint32_t)cred.pid;
 	*peer_uid = (uint32_t)cred.uid;
-	if (!th__page_trust_uid((uint32_t)cred.uid, (uint32_t)getuid(), (uint32_t)geteuid())) {
+	if (!th__page_trust_uid((uint32_t)cred.uid, uid, euid)) {
 		close(s);
 		th_reason_str(r, "the page socket is served by uid ");
 		th_reason_u64(r, (uint64_t)cred.uid);
@@ -414,11 +414,12 @@ int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map 
 		th_reason_str(&r, "no page path");
 		return -EINVAL;
 	}
-	int rc = check_paths(path, &r, reason, n);
+	uint32_t uid = (uint32_t)getuid(), euid = (uint32_t)geteuid();
+	int rc = check_paths(path, uid, euid, &r, reason, n);
 	if (rc)
 		return rc;
 	uint32_t peer_pid = 0, peer_uid = 0;
-	int fd = receive_fd(path, timeout_ms, &r, &peer_pid, &peer_uid);
+	int fd = receive_fd(path, timeout_ms, uid, euid, &r, &peer_pid, &peer_uid);
 	if (fd < 0)
 		return fd;
 
@@ -433,7 +434,7 @@ int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map 
 		th_reason_str(&r, "the page descriptor is not a regular file");
 		rc = -EPERM;
 	}
-	if (rc == 0 && !th__page_trust_uid((uint32_t)st.st_uid, (uint32_t)getuid(), (uint32_t)geteuid())) {
+	if (rc == 0 && !th__page_trust_uid((uint32_t)st.st_uid, uid, euid)) {
 		th_reason_str(&r, "the page memfd is owned by uid ");
 		th_reason_u64(&r, (uint64_t)st.st_uid);
 		th_reason_str(&r, " (neither root nor this user)");

@@ -759,6 +759,7 @@ static void mode_timens(void)
 {
 	if (geteuid() != 0 || system("unshare -T --monotonic=86400 --boottime=86400 --fork true 2>/dev/null") != 0) {
 		printf("timens: no time namespaces here (needs root and unshare -T): skipped\n");
+		cleanup_tmp();
 		exit(77);
 	}
 	pid_t pid = spawn(1, NULL);

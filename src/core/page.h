@@ -54,8 +54,10 @@
 #define TH_PAGE_STALE_TICKS 4u
 #define TH_PAGE_STALE_MIN_NS 20000000u
 /* A heartbeat this far ahead of the reader's MONOTONIC comes from another
- * time namespace (or a broken publisher). */
-#define TH_PAGE_FUTURE_NS 1000000u
+ * time namespace (or a broken publisher). Generous: a reader preempted
+ * between reading its clock and the check sees a heartbeat newer than its
+ * "now"; smaller namespace offsets are caught at attach (timens offsets). */
+#define TH_PAGE_FUTURE_NS 1000000000u
 
 /* Sane publisher parameters. */
 #define TH_PAGE_MIN_TICK_NS 10000u         /* 100 kHz */

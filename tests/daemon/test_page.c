@@ -161,7 +161,7 @@ static void test_validator(void)
 		else if (!strcmp(n, "nobeat"))
 			atomic_store(&h->heartbeat, 0);
 		else if (!strcmp(n, "future"))
-			e.now_mono_ns -= 50000000ull;
+			atomic_store(&h->heartbeat, e.now_mono_ns + 2000000000ull);
 		else if (!strcmp(n, "zero"))
 			memset(page_buf, 0, sizeof page_buf);
 		rc = validate_buf(page_buf, TH_PAGE_SIZE, &e, why);

@@ -353,14 +353,29 @@ struct pingpong {
 	int pinned[2];
 };
 
+/* The counter, read after every earlier load of this thread has completed.
+ * On x86 the LFENCE is written as an asm with a memory clobber: the
+ * _mm_lfence() intrinsic is no compiler barrier, and GCC may schedule it
+ * before the acquire load it must follow. */
+static inline uint64_t counter_after_loads(void)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("lfence" ::: "memory");
+	return __rdtsc();
+#else
+	return th_counter_ordered();
+#endif
+}
+
 static inline uint64_t pp_read(int kind)
 {
 	struct timespec ts;
 	switch (kind) {
 	case PP_COUNTER:
-		/* ordered: taken after the acquire load of turn, and before the
-		 * release store that hands the turn over */
-		return th_counter_ordered();
+		/* taken after the acquire load of turn, and before the release
+		 * store that hands the turn over (x86 stores become visible
+		 * after the RDTSC before them has executed) */
+		return counter_after_loads();
 	case PP_KERNEL:
 		th_kclock_gettime(CLOCK_MONOTONIC, &ts);
 		break;

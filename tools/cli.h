@@ -44,10 +44,12 @@ void th_emit_text(struct th_emit *e, const char *key, const char *value);
 int th_cli_status(int argc, char **argv);
 int th_cli_check(int argc, char **argv);
 
-/* The preload `timehands run` would use: 0 and an absolute path (or one
- * naming $LIB, see timehands.c) in `entry`, the plain file in `file`; -1 if
- * none was found (`file` then lists where it looked). */
-int th_cli_find_preload(char *entry, size_t entry_size, char *file, size_t file_size);
+/* The preload `timehands run` would use: 0 and the absolute path of the
+ * file in `file` and the LD_PRELOAD entry naming it in `entry` (spelt with
+ * $LIB where that resolves to the same file, see timehands.c; checking that
+ * loads the preload into this process, so only if `spell_lib`); -1 if none
+ * was found (`file` then lists where it looked). */
+int th_cli_find_preload(char *entry, size_t entry_size, char *file, size_t file_size, int spell_lib);
 
 const char *th_cli_mode_name(unsigned mode);
 const char *th_cli_counter_name(unsigned counter);

@@ -52,7 +52,7 @@ int th_cli_status(int argc, char **argv)
 	struct th_config cfg;
 	th_config_parse(&cfg, env_get, NULL);
 	char entry[PATH_MAX * 2], file[PATH_MAX * 2];
-	int have_preload = th_cli_find_preload(entry, sizeof entry, file, sizeof file) == 0;
+	int have_preload = th_cli_find_preload(entry, sizeof entry, file, sizeof file, 0) == 0;
 
 	struct th_emit e;
 	th_emit_begin(&e, stdout, json);
@@ -76,7 +76,7 @@ int th_cli_status(int argc, char **argv)
 	th_emit_str(&e, "cputime", cfg.cputime_coarse && !cfg.disable ? "coarse" : "exact");
 	if (json || st.reason[0])
 		th_emit_str(&e, "reason", st.reason);
-	th_emit_str(&e, "preload", have_preload ? entry : "not found");
+	th_emit_str(&e, "preload", have_preload ? file : "not found");
 	th_emit_group(&e, "counters");
 	th_emit_int(&e, "windups", (long long)st.windups, "");
 	th_emit_int(&e, "retries", (long long)st.retries, "");

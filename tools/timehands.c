@@ -126,7 +126,7 @@ static int lib_token_entry(const char *file, char *entry, size_t size)
 	return ok;
 }
 
-int th_cli_find_preload(char *entry, size_t entry_size, char *file, size_t file_size)
+int th_cli_find_preload(char *entry, size_t entry_size, char *file, size_t file_size, int spell_lib)
 {
 	char dir[PATH_MAX], path[PATH_MAX + 64];
 	exe_dir(dir, sizeof dir);
@@ -146,7 +146,7 @@ int th_cli_find_preload(char *entry, size_t entry_size, char *file, size_t file_
 		snprintf(file, file_size, "%s/%s, %s", dir[0] ? dir : "?", TH_REL_PRELOAD_DIR, TH_FULL_PRELOAD_DIR);
 		return -1;
 	}
-	if (!lib_token_entry(file, entry, entry_size))
+	if (!spell_lib || !lib_token_entry(file, entry, entry_size))
 		snprintf(entry, entry_size, "%s", file);
 	return 0;
 }
@@ -259,7 +259,7 @@ static int cmd_run(int argc, char **argv)
 		}
 		if (!lib_token_entry(file, entry, sizeof entry))
 			snprintf(entry, sizeof entry, "%s", file);
-	} else if (th_cli_find_preload(entry, sizeof entry, file, sizeof file) != 0) {
+	} else if (th_cli_find_preload(entry, sizeof entry, file, sizeof file, 1) != 0) {
 		fprintf(stderr, "timehands run: cannot find " PRELOAD_NAME " (looked in %s); is timehands installed?\n",
 			file);
 		return 127;

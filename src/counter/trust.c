@@ -110,13 +110,13 @@ double th_cpuinfo_tsc_hz(const char *text)
 static void probe_x86(struct th_trust *t)
 {
 	unsigned a, b, c, d;
-	unsigned max = __get_cpuid_max(0, NULL);
+	unsigned max = (unsigned)__get_cpuid_max(0, NULL);
 	if (max >= 1) {
 		__cpuid(1, a, b, c, d);
 		if (d & (1u << 4))
 			t->available = TH_COUNTER_TSC;
 	}
-	if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000007u) {
+	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000007u) {
 		__cpuid(0x80000007u, a, b, c, d);
 		t->invariant = (d >> 8) & 1;
 	}

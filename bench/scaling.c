@@ -145,7 +145,9 @@ void scaling_run(const struct bench_opts *o, struct bench_rows *out)
 {
 	int cpus[1024];
 	int ncpus = bench_cpus(cpus, 1024);
-	int R = o->scale_rounds, T = o->nthreads;
+	/* 1 and 2 threads get three times the rounds: the per-call cost at 2
+	 * threads vs 1 is the most noise-sensitive figure, and the cheapest. */
+	int R = 3 * o->scale_rounds, T = o->nthreads;
 	size_t cells = (size_t)NSCALE * (size_t)T * (size_t)R;
 	double *wall = calloc(cells, sizeof(double)), *pc = calloc(cells, sizeof(double));
 #define CELL(a, t, r) (((size_t)(a) * (size_t)T + (size_t)(t)) * (size_t)R + (size_t)(r))
@@ -154,13 +156,18 @@ void scaling_run(const struct bench_opts *o, struct bench_rows *out)
 	for (int a = 0; a < NSCALE; a++)
 		bench_sink = scale_fn[a](100000);
 
+	int runs[64] = {0};
 	for (int r = 0; r < R; r++)
-		for (int t = 0; t < T; t++)
+		for (int t = 0; t < T; t++) {
+			if (o->threads[t] > 2 && r >= o->scale_rounds)
+				continue;
+			runs[t]++;
 			for (int k = 0; k < NSCALE; k++) {
 				int a = (k + r) % NSCALE;
 				wall[CELL(a, t, r)] = run_threads(scale_fn[a], o->threads[t], o->scale_calls, cpus,
 								  ncpus, &pc[CELL(a, t, r)]);
 			}
+		}
 
 	int t1 = -1;
 	for (int t = 0; t < T; t++)
@@ -169,26 +176,28 @@ void scaling_run(const struct bench_opts *o, struct bench_rows *out)
 	double *tmp = calloc((size_t)R, sizeof(double));
 	for (int a = 0; a < NSCALE; a++)
 		for (int t = 0; t < T; t++) {
+			int n = runs[t];
 			struct bench_row *row = rows_add(out);
 			snprintf(row->table, sizeof row->table, "scaling");
 			snprintf(row->op, sizeof row->op, SCALE_OP);
 			snprintf(row->impl, sizeof row->impl, "%s", scale_name[a]);
 			row->threads = o->threads[t];
 			row->calls = o->scale_calls;
-			row->runs = R;
-			memcpy(tmp, &wall[CELL(a, t, 0)], (size_t)R * sizeof(double));
-			row->wall_s = median(tmp, R);
-			memcpy(tmp, &pc[CELL(a, t, 0)], (size_t)R * sizeof(double));
-			row->ns_per_call = median(tmp, R);
-			row->ns_min = minimum(tmp, R);
+			row->runs = n;
+			memcpy(tmp, &wall[CELL(a, t, 0)], (size_t)n * sizeof(double));
+			row->wall_s = median(tmp, n);
+			memcpy(tmp, &pc[CELL(a, t, 0)], (size_t)n * sizeof(double));
+			row->ns_per_call = median(tmp, n);
+			row->ns_min = minimum(tmp, n);
 			if (t1 >= 0) {
-				for (int r = 0; r < R; r++)
+				/* rounds that ran both (the 1-thread runs are a superset) */
+				for (int r = 0; r < n; r++)
 					tmp[r] = pc[CELL(a, t, r)] / pc[CELL(a, t1, r)];
-				row->ratio_1t = median(tmp, R);
+				row->ratio_1t = median(tmp, n);
 			}
-			for (int r = 0; r < R; r++)
+			for (int r = 0; r < n; r++)
 				tmp[r] = pc[CELL(a, t, r)] / pc[CELL(S_VDSO, t, r)];
-			row->ratio_vdso = median(tmp, R);
+			row->ratio_vdso = median(tmp, n);
 			row->vdso_ref_ns = 0;
 			if (o->threads[t] > ncpus)
 				snprintf(row->note, sizeof row->note, "more threads than the %d CPUs", ncpus);

@@ -228,9 +228,11 @@ TH_API int th_status(struct th_status *out, size_t size)
 
 	struct th_snap s;
 	unsigned r = 0;
-	int have = th_snapshot(&p->tl, &s, &r) == 0;
+	uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	int shared = TH_CUR_SLOT(lc) == TH_SLOT_SHARED;
+	int have = th_snapshot(shared ? th__page_tl() : &p->tl, &s, &r) == 0;
 	int line = have && s.kind == TH_REC_LINE && !p->passthrough;
-	st.mode = line ? TH_MODE_LOCAL : TH_MODE_KERNEL;
+	st.mode = shared && line ? TH_MODE_SHARED : line ? TH_MODE_LOCAL : TH_MODE_KERNEL;
 	st.counter_available = (uint32_t)p->trust.available;
 	st.counter = line ? (uint32_t)p->trust.available : TH_COUNTER_NONE;
 	st.freq_nominal_hz = p->trust.nominal_hz;
@@ -246,13 +248,18 @@ TH_API int th_status(struct th_status *out, size_t size)
 							       memory_order_relaxed);
 	}
 	const struct th_line_disc *L = &p->disc.line[TH_MONO];
-	if (L->have && L->rate > 0) {
+	if (shared && line && s.hi[TH_MONO] > 0) {
+		/* the daemon's line */
+		st.freq_hz = 4294967296.0 * 1e9 / (double)s.hi[TH_MONO];
+		st.freq_uncertainty_ppm = L->have ? L->unc * 1e6 : 0;
+	} else if (L->have && L->rate > 0) {
 		st.freq_hz = 1e9 / L->rate;
 		st.freq_uncertainty_ppm = L->unc * 1e6;
 	}
 	int measured = L->have && (p->trust.nominal_hz <= 0 || L->unc < p->disc.cfg.nominal_unc);
-	copy_str(st.freq_source, sizeof st.freq_source, measured ? "measured" : p->trust.freq_source);
-	if (measured && p->trust.nominal_hz > 0) {
+	copy_str(st.freq_source, sizeof st.freq_source,
+		 shared && line ? "timehandsd" : measured ? "measured" : p->trust.freq_source);
+	if (measured && p->trust.nominal_hz > 0 && !(shared && line)) {
 		char buf[32];
 		size_t n = strlen(p->trust.freq_source);
 		if (n + 10 < sizeof buf) {
@@ -265,12 +272,16 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.resyncs = p->disc.resyncs;
 	if (p->passthrough)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
-	else if (!p->trust.usable)
+	else if (shared && line)
+		st.reason[0] = 0; /* the fastest mode */
+	else if (!p->trust.usable && !(shared && line))
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
 	else if (p->reason[0])
 		copy_str(st.reason, sizeof st.reason, p->reason);
 	else if (!line)
 		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
+	else if (p->page_reason[0])
+		copy_str(st.reason, sizeof st.reason, p->page_reason); /* local: why not shared */
 	if (locked)
 		atomic_store_explicit(&p->lock, 0, memory_order_release);
 	if (p->cfg.warning[0]) {

@@ -23,12 +23,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "proc.h"
 #include "timehands.h"
 
 struct th_proc th__P __attribute__((aligned(64)));
+struct th_page_area th__page_area;
 static struct th_wipe wipe_static;
 struct th_wipe *_Atomic th__wipe = &wipe_static;
 
@@ -309,11 +311,9 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
  * here to read the clocks from a handler that interrupted a windup). */
 void (*th__test_windup_hook)(void) TH_HIDDEN;
 
-static void windup_locked(struct th_proc *p)
+static void local_windup(struct th_proc *p)
 {
 	struct th_snap s;
-	if (th__test_windup_hook)
-		th__test_windup_hook();
 	unsigned retries = 0;
 	/* Acquire: the sample below is taken after this load. An announcing
 	 * reader whose fetch-add comes later in cur's modification order makes
@@ -381,6 +381,272 @@ static void windup_locked(struct th_proc *p)
 		return;
 	}
 	install_line(p, &s, have);
+}
+
+
+/* ------------------------------------------------------------ shared mode */
+
+static uint64_t floor_ns(const struct th_proc *p, int ck)
+{
+	const struct th_shared_floor *f = &p->sh_floor[ck];
+	return (uint64_t)(atomic_load_explicit(&f->sec, memory_order_relaxed) * NS_PER_S +
+			  atomic_load_explicit(&f->nsec, memory_order_relaxed));
+}
+
+static void set_floor(struct th_proc *p, int ck, int64_t v)
+{
+	int64_t sec = v / NS_PER_S, nsec = v % NS_PER_S;
+	if (nsec < 0) {
+		nsec += NS_PER_S;
+		sec--;
+	}
+	/* Relaxed: published by the release CAS that names the shared slot. */
+	atomic_store_explicit(&p->sh_floor[ck].sec, sec, memory_order_relaxed);
+	atomic_store_explicit(&p->sh_floor[ck].nsec, (uint32_t)nsec, memory_order_relaxed);
+}
+
+/* The counter may be read in shared mode: the local policy trusts it, or
+ * refused it only for the clocksource and the daemon vouched for it. */
+static int page_counter_ok(const struct th_proc *p, uint64_t flags)
+{
+	if (p->passthrough || p->cfg.counter == TH_CTR_OFF)
+		return 0;
+	if (p->trust.usable)
+		return 1;
+	return p->trust.clocksource_only && (flags & TH_PAGE_CROSS_CPU_CHECKED);
+}
+
+static void copy_reason(char *dst, size_t size, const char *a, const char *b)
+{
+	size_t n = 0;
+	for (const char *q = a; q && *q && n + 1 < size; q++)
+		dst[n++] = *q;
+	for (const char *q = b; q && *q && n + 1 < size; q++)
+		dst[n++] = *q;
+	dst[n] = 0;
+}
+
+/*
+ * May this process read the page now? 1 with the page's current record in
+ * *ps; 0 with the reason in p->page_reason, and *dead set when the page
+ * itself is gone or untrustworthy (not merely late).
+ */
+static int page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *dead)
+{
+	char why[128];
+	*dead = 0;
+	if (!p->page.hdr)
+		return 0;
+	if (th_page_check(&p->page, now, why, sizeof why) != 0) {
+		copy_reason(p->page_reason, sizeof p->page_reason, "timehandsd page: ", why);
+		*dead = 1;
+		return 0;
+	}
+	/* Acquire: pairs with the daemon's release store of the flags. */
+	uint64_t flags = atomic_load_explicit(&p->page.hdr->flags, memory_order_acquire);
+	if (!(flags & TH_PAGE_COUNTER_LINES)) {
+		copy_reason(p->page_reason, sizeof p->page_reason,
+			    "timehandsd publishes kernel records (it does not trust the counter)", "");
+		return 0;
+	}
+	if (!page_counter_ok(p, flags)) {
+		copy_reason(p->page_reason, sizeof p->page_reason, "the counter may not be read here: ",
+			    p->trust.reason);
+		return 0;
+	}
+	unsigned r = 0;
+	if (th_snapshot(th__page_tl(), ps, &r) != 0 || ps->kind != TH_REC_LINE) {
+		copy_reason(p->page_reason, sizeof p->page_reason, "the page's current record is not a counter line",
+			    "");
+		return 0;
+	}
+	int64_t d = (int64_t)(th_hw_ctr_ordered() - ps->anchor);
+	if (d < ps->dmin || d > ps->dhi) {
+		copy_reason(p->page_reason, sizeof p->page_reason, "the page's record expired: timehandsd is late", "");
+		return 0;
+	}
+	return 1;
+}
+
+/* Try to map the daemon's page (at most every page_backoff). */
+static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
+{
+	if (p->page.hdr || !p->page_wanted || now < p->page_next_try)
+		return;
+	char why[128];
+	TH_STEP("page_attach");
+	int rc = th_page_attach_at(p->cfg.page, timeout_ms, th__page_area.bytes, &p->page, why, sizeof why);
+	if (rc == 0) {
+		p->page_backoff = 0;
+		p->page_reason[0] = 0;
+		return;
+	}
+	copy_reason(p->page_reason, sizeof p->page_reason, "no timehandsd page: ", why);
+	p->page_backoff = p->page_backoff ? p->page_backoff * 2 : NS_PER_S;
+	if (p->page_backoff > 30 * (uint64_t)NS_PER_S)
+		p->page_backoff = 30 * (uint64_t)NS_PER_S;
+	p->page_next_try = now + p->page_backoff;
+}
+
+static void page_drop(struct th_proc *p, uint64_t now)
+{
+	th_page_detach(&p->page);
+	p->page_backoff = p->page_backoff ? p->page_backoff : NS_PER_S;
+	p->page_next_try = now + p->page_backoff;
+}
+
+/*
+ * Local (or kernel) -> shared: a TRANSIT record first (the guard argument of
+ * install_line), then floors at the guard for every clock, then the shared
+ * slot is named with a compare-and-swap that a TRANSIT reader's announcement
+ * makes fail. Shared readers return max(page line, floor), so nothing this
+ * process returned before the switch is ever undercut; the floors cost at
+ * most the guard plus the offset difference, once.
+ */
+static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
+{
+	struct th_snap base;
+	unsigned r = 0;
+	int have = th_snapshot(&p->tl, &base, &r) == 0;
+	struct th_sample g;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		memset(&g, 0, sizeof g);
+		g.mono = kread_ns(CLOCK_MONOTONIC);
+		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
+		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		struct th_rec_val t;
+		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
+		TH_STEP("transit");
+		uint64_t tw = th_commit_force(&p->tl, &t);
+		snap_from_val(&t, tw, &base);
+		have = 1;
+		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
+		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW])
+			continue; /* stalled since the guard was read */
+		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		int64_t gm = (int64_t)t.guard[TH_MONO];
+		set_floor(p, TH_CK_MONO, gm);
+		set_floor(p, TH_CK_REAL, gm + p->disc.off_real);
+		set_floor(p, TH_CK_BOOT, gm + p->disc.off_boot);
+		set_floor(p, TH_CK_TAI, gm + p->disc.off_tai);
+		set_floor(p, TH_CK_RAW, (int64_t)t.guard[TH_RAW]);
+		atomic_store_explicit(&p->sh_epoch, ps->epoch, memory_order_relaxed);
+		/* The seconds floor of G3 continues in the page's epoch numbering
+		 * (same REALTIME, another counter of its steps). */
+		uint64_t w = atomic_load_explicit(&p->g3, memory_order_relaxed);
+		if ((uint16_t)(w >> 48) != ps->epoch)
+			atomic_compare_exchange_strong_explicit(&p->g3, &w,
+								((uint64_t)ps->epoch << 48) | (w & TH_G3_SECMASK),
+								memory_order_relaxed, memory_order_relaxed);
+		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
+										   memory_order_relaxed,
+										   memory_order_relaxed))
+			;
+		TH_STEP("share");
+		/* Release: the floors above, and the page mapping, are visible to
+		 * a reader whose acquire load of cur sees the shared slot. Fails
+		 * if a TRANSIT reader announced a value above the guard. */
+		uint64_t nw = TH_CUR_MAKE(TH_CUR_SEQ(x) + 1, TH_SLOT_SHARED, x);
+		if (atomic_compare_exchange_strong_explicit(&p->tl.cur, &x, nw, memory_order_release,
+							    memory_order_relaxed)) {
+			p->page_reason[0] = 0;
+			return 0;
+		}
+	}
+	/* Could not switch: back to a local line (or kernel records). */
+	if (th_disc_ready(&p->disc) && p->counter_usable)
+		install_line(p, &base, 1);
+	else
+		publish_kernel(p, &base, &g, p->tick_ns);
+	return -1;
+}
+
+/*
+ * Shared -> local: the page's records, and the floors of the switch, become
+ * the ceiling C of a kernel-mode record, so phi never undercuts what was read
+ * from the page; the page's offsets and REALTIME epoch are adopted, so that
+ * REALTIME, BOOTTIME and TAI continue without a step. A local line follows
+ * through install_line once the discipline is ready.
+ */
+static void leave_shared(struct th_proc *p, uint64_t now, int dead)
+{
+	struct th_snap ps, base;
+	unsigned r = 0;
+	int have = th_snapshot(th__page_tl(), &ps, &r) == 0 && ps.kind != TH_REC_EMPTY;
+	memset(&base, 0, sizeof base);
+	base.kind = TH_REC_KERNEL;
+	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
+	for (int l = 0; l < TH_NLINES; l++) {
+		uint64_t c = have ? th_snap_ceiling(&ps, l) : 0, f = floor_ns(p, lines[l]);
+		base.ceil[l] = c > f ? c : f;
+		base.bound[l] = have && ps.bound[l] ? ps.bound[l] : 1000;
+	}
+	base.coarse = have ? ps.coarse : 0;
+	base.cur = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
+	if (have && ps.kind == TH_REC_LINE) {
+		p->disc.off_real = ps.off_real;
+		p->disc.off_boot = ps.off_boot;
+		p->disc.off_tai = ps.off_tai;
+		p->disc.tai_sec = (ps.off_tai - ps.off_real) / NS_PER_S;
+		if (p->disc.off_real_hw < 50)
+			p->disc.off_real_hw = 50;
+		if (p->disc.off_boot_hw < 50)
+			p->disc.off_boot_hw = 50;
+		p->disc.have_offsets = 1;
+		p->disc.epoch = ps.epoch;
+	}
+	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
+	TH_STEP("unshare");
+	if (th_disc_ready(&p->disc) && p->counter_usable) {
+		install_line(p, &base, 1);
+	} else {
+		struct th_sample g;
+		memset(&g, 0, sizeof g);
+		g.mono = kread_ns(CLOCK_MONOTONIC);
+		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
+		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		publish_kernel(p, &base, &g, p->disc.line[TH_MONO].have ? p->tick_ns : p->disc.cfg.calib_ns);
+	}
+	if (dead)
+		page_drop(p, now); /* nobody is told to read it any more */
+}
+
+/* After a local windup: look for the daemon's page and switch to it when it
+ * is usable. */
+static void try_shared(struct th_proc *p, int timeout_ms)
+{
+	if (p->passthrough || !p->page_wanted)
+		return;
+	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+	page_attach(p, now, timeout_ms);
+	struct th_snap ps;
+	int dead;
+	if (!page_usable(p, now, &ps, &dead)) {
+		if (dead)
+			page_drop(p, now);
+		return;
+	}
+	switch_to_shared(p, &ps);
+}
+
+static void windup_locked(struct th_proc *p)
+{
+	if (th__test_windup_hook)
+		th__test_windup_hook();
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
+		/* The daemon publishes; this process only checks on it when a
+		 * reader found its record due, expired or stale. */
+		uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+		struct th_snap ps;
+		int dead;
+		if (!page_usable(p, now, &ps, &dead))
+			leave_shared(p, now, dead);
+		return;
+	}
+	local_windup(p);
+	try_shared(p, 2);
 }
 
 int th__windup_try(void)
@@ -488,6 +754,14 @@ static void first_attach(struct th_proc *p)
 		p->tick_ns = (uint64_t)ts_ns(&res);
 	p->have_kcoarse = th_hw_have_kcoarse();
 	p->have_ktime = th_hw_have_ktime();
+	/* Look for timehandsd when a page was named, or when the default
+	 * socket exists: a process on a machine without the daemon makes no
+	 * further system calls for it (seccomp-confined programs). */
+	struct stat st;
+	p->page_wanted = !p->passthrough && strcmp(p->cfg.page, "none") != 0 &&
+			 (getenv("TIMEHANDS_PAGE") != NULL || stat(p->cfg.page, &st) == 0);
+	if (!p->page_wanted && !p->passthrough)
+		copy_reason(p->page_reason, sizeof p->page_reason, "no timehandsd page at ", p->cfg.page);
 }
 #else
 /* The simulation configures th__P itself (tests/sim). */
@@ -537,7 +811,11 @@ int th__attach(void)
 	 * updated. The records themselves stay valid (same counter, same
 	 * kernel clocks) and become the floor of what follows. */
 	reset_writer(p);
-	if (p->passthrough || !p->counter_usable) {
+	atomic_store_explicit(&p->lock, 1, memory_order_relaxed);
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
+		windup_locked(p); /* a fork child of a process reading the page */
+	} else if (p->passthrough || !p->counter_usable) {
 		struct th_sample s;
 		memset(&s, 0, sizeof s);
 		take_sample(p, &s, 0, 1);
@@ -546,11 +824,12 @@ int th__attach(void)
 		unsigned r = 0;
 		int have = th_snapshot(&p->tl, &prev, &r) == 0;
 		publish_kernel(p, have ? &prev : NULL, &s, p->tick_ns);
+		try_shared(p, 1); /* the daemon may vouch for the counter */
 	} else {
-		atomic_store_explicit(&p->lock, 1, memory_order_relaxed);
-		windup_locked(p);
-		atomic_store_explicit(&p->lock, 0, memory_order_release);
+		local_windup(p);
+		try_shared(p, 1); /* at most a millisecond at start (G8) */
 	}
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
 	publish_fast_state();
 	/* Release: everything above is visible to a reader whose acquire load
 	 * of state returns ATTACHED (th__ready). */
@@ -612,6 +891,81 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 	return 1;
 }
 
+
+static int ck_of(int line, int sel)
+{
+	if (line == TH_RAW)
+		return TH_CK_RAW;
+	switch (sel) {
+	case TH_SEL_REAL: return TH_CK_REAL;
+	case TH_SEL_BOOT: return TH_CK_BOOT;
+	case TH_SEL_TAI: return TH_CK_TAI;
+	default: return TH_CK_MONO;
+	}
+}
+
+/* A shared-mode value never below the floor of the switch (REALTIME and
+ * TAI: only while the page's epoch is the one of the switch). */
+static uint64_t above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch)
+{
+	if ((ck == TH_CK_REAL || ck == TH_CK_TAI) &&
+	    epoch != atomic_load_explicit(&p->sh_epoch, memory_order_relaxed))
+		return v;
+	uint64_t f = floor_ns(p, ck);
+	return v > f ? v : f;
+}
+
+/*
+ * Slow path while the process reads the page (`lc` names the shared slot).
+ * Returns 1 with *ns set, 0 to read again. A reader never writes to the page,
+ * so an expired page record cannot be announced: the local writer leaves
+ * shared mode (leave_shared), and while another thread is doing that, the
+ * value is phi of the kernel against the page record's ceiling and the
+ * floors, checked like a KERNEL record's (no writer of the local timeline can
+ * have started a transition before our kernel read unless cur changed).
+ */
+static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int ordered, uint64_t *ns,
+			uint16_t *epoch)
+{
+	struct th_snap ps;
+	unsigned retries = 0;
+	int ck = ck_of(line, sel);
+	int have = th_snapshot(th__page_tl(), &ps, &retries) == 0;
+	if (have) {
+		*epoch = ps.epoch;
+		if (ps.kind == TH_REC_LINE) {
+			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+			int64_t d = (int64_t)(c - ps.anchor);
+			if (d >= ps.dmin && d <= ps.dhi) {
+				if (d >= ps.ddue)
+					th__windup_try(); /* the daemon is late: check on it */
+				if (d < ps.dlo)
+					d = ps.dlo;
+				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
+				*ns = above_floor(p, v, ck, ps.epoch);
+				return 1;
+			}
+		}
+	}
+	if (th__windup_try())
+		return 0;
+	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
+	uint64_t C = have ? th_snap_ceiling(&ps, line) : 0, f = floor_ns(p, lines[line]);
+	uint64_t v = th_phi(k, C > f ? C : f, have && ps.bound[line] ? ps.bound[line] : 1000);
+	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
+	th_hw_order_after_kread();
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
+		return 0;
+	int64_t off = have ? snap_offset(&ps, sel)
+			   : sel == TH_SEL_REAL ? p->disc.off_real
+			   : sel == TH_SEL_BOOT ? p->disc.off_boot
+			   : sel == TH_SEL_TAI  ? p->disc.off_tai
+						: 0;
+	*ns = above_floor(p, v + (uint64_t)off, ck, have ? ps.epoch : 0);
+	return 1;
+}
+
 int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
@@ -622,6 +976,12 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	int have = 0;
 	for (int pass = 0; pass < 4; pass++) {
 		unsigned retries = 0;
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
+			if (shared_value(p, lc, line, sel, ordered, ns, epoch))
+				return 0;
+			continue;
+		}
 		int ok = th_snapshot(&p->tl, &s, &retries) == 0;
 		if (retries)
 			th__account_retries(retries);
@@ -688,11 +1048,29 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 	for (int pass = 0; pass < 3; pass++) {
 		struct th_snap s;
 		unsigned retries = 0;
+		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
+		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
+			/* The page's coarse value while the daemon ticks; else
+			 * check on it (leave_shared) or, while another thread
+			 * does, a fine reading. */
+			if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE && p->have_kcoarse &&
+			    kc - s.tick < 2 * p->tick_ns) {
+				*epoch = s.epoch;
+				uint64_t v = s.coarse > cf ? s.coarse : cf;
+				v = above_floor(p, v, TH_CK_MONO, s.epoch);
+				uint64_t vr = above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, s.epoch);
+				*ns = sel == TH_SEL_REAL ? vr : v;
+				return 0;
+			}
+			if (th__windup_try())
+				continue;
+			break;
+		}
 		if (th_snapshot(&p->tl, &s, &retries) != 0)
 			break;
 		*epoch = s.epoch;
-		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
-		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		if (s.kind != TH_REC_LINE) {
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */
@@ -724,7 +1102,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		*ns = v + (uint64_t)snap_offset(&s, sel);
 		return 0;
 	}
-	*ns = fine_ns(sel == TH_SEL_REAL ? TH_CK_REAL : TH_CK_MONO);
+	/* A fine reading is a valid coarse one; remember it so that coarse
+	 * stays monotonic when an older coarse value is published later. */
+	uint64_t m = fine_ns(TH_CK_MONO);
+	if (p->have_kcoarse)
+		raise_coarse_floor(p, m);
+	*ns = sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : m;
 	return 0;
 }
 

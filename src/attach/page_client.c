@@ -407,6 +407,21 @@ int th__page_read_timens(int64_t *mono, int64_t *boot)
 
 int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map *out, char *reason, size_t n)
 {
+	return th_page_attach_at(path, timeout_ms, NULL, out, reason, n);
+}
+
+/* Put a private zero page back over a fixed mapping (readers of the area
+ * then see generation 0 and leave it; the area never becomes unmapped, so no
+ * access to it can fault). */
+static void unmap_at(void *at, size_t size)
+{
+	void *m = mmap(at, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	(void)m;
+}
+
+int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page_map *out, char *reason,
+		      size_t n)
+{
 	struct th_reason r;
 	th_reason_init(&r, reason, n);
 	memset(out, 0, sizeof *out);
@@ -453,9 +468,16 @@ int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map 
 		/* Safe to map: F_SEAL_SHRINK (checked above) means the file can
 		 * never become shorter than `size`, so no access to the mapping
 		 * can fault. Read-only, and the write seal keeps it so. */
-		map = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
-		if (map == MAP_FAILED) {
+		if (at && size != TH_PAGE_SIZE) {
+			th_reason_str(&r, "the page is not exactly one page long");
+			rc = -EPROTO;
+		} else {
+			map = mmap(at, size, PROT_READ, MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
+		}
+		if (rc == 0 && map == MAP_FAILED) {
 			int e = errno;
+			if (at) /* a failed MAP_FIXED may have dropped the area */
+				unmap_at(at, size);
 			th_reason_str(&r, "mmap of the page failed: ");
 			reason_errno(&r, e);
 			rc = -e;
@@ -474,11 +496,15 @@ int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map 
 	exp.have_timens = th__page_read_timens(&exp.timens_mono_ns, &exp.timens_boot_ns) == 0;
 	rc = th_page_validate(map, size, &exp, reason, n);
 	if (rc) {
-		munmap(map, size);
+		if (at)
+			unmap_at(at, size);
+		else
+			munmap(map, size);
 		return rc;
 	}
 	const struct th_page_hdr *h = map;
 	out->hdr = h;
+	out->fixed = at != NULL;
 	out->tl = th_page_timeline_const(h);
 	out->size = size;
 	out->tick_ns = h->tick_ns;
@@ -510,7 +536,9 @@ int th_page_check(const struct th_page_map *m, uint64_t now_mono_ns, char *reaso
 
 void th_page_detach(struct th_page_map *m)
 {
-	if (m->hdr)
+	if (m->hdr && m->fixed)
+		unmap_at((void *)m->hdr, m->size);
+	else if (m->hdr)
 		munmap((void *)m->hdr, m->size);
 	memset(m, 0, sizeof *m);
 }

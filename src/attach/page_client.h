@@ -72,6 +72,7 @@ struct th_page_map {
 	uint32_t counter_kind;         /* enum th_counter of the records' anchors */
 	uint32_t publisher_pid;        /* as seen from this process (SO_PEERCRED) */
 	uint32_t peer_uid;
+	int fixed;                     /* mapped over a caller's area (th_page_attach_at) */
 };
 
 /*
@@ -84,6 +85,11 @@ struct th_page_map {
  */
 int th_page_attach(const char *path, struct th_page_map *out, char *reason, size_t n);
 int th_page_attach_timeout(const char *path, int timeout_ms, struct th_page_map *out, char *reason, size_t n);
+/* The same, mapping the page over `at` (TH_PAGE_SIZE bytes, page-aligned, of
+ * the caller's own memory) instead of a new address; on failure, and on
+ * th_page_detach, a private zero page is put back over `at`. */
+int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page_map *out, char *reason,
+		      size_t n);
 
 /* Cheap re-validation while running: magic, VALID, heartbeat not older than
  * m->max_age_ns at `now_mono_ns` (the reader's MONOTONIC) nor ahead of it.

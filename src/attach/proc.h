@@ -12,6 +12,8 @@
 #include "config.h"
 #include "discipline.h"
 #include "hw.h"
+#include "page.h"
+#include "page_client.h"
 #include "record.h"
 #include "trust.h"
 
@@ -33,6 +35,34 @@ struct th_wipe {
 
 #define TH_G3_SECMASK (((uint64_t)1 << 48) - 1)
 
+/*
+ * Shared mode. timehandsd's page is mapped read-only over this page-aligned
+ * area of the library's own memory (a zero page otherwise), so that a reader
+ * finds its timeline at a link-time address, as it finds the local one. The
+ * local timeline's `cur` names the slot TH_SLOT_SHARED while the process
+ * reads the page.
+ */
+#define TH_SLOT_SHARED 0xffu
+struct th_page_area {
+	unsigned char bytes[TH_PAGE_SIZE];
+} __attribute__((aligned(TH_PAGE_SIZE)));
+extern struct th_page_area th__page_area TH_HIDDEN;
+
+static inline struct th_timeline *th__page_tl(void)
+{
+	return (struct th_timeline *)(void *)(th__page_area.bytes + TH_PAGE_HDR_SIZE);
+}
+
+/* The least value of each clock in shared mode: what this process may have
+ * returned before it switched to the page (set before the switch is
+ * published; only ever raised). REALTIME and TAI floors hold only while the
+ * page's REALTIME epoch is the one at the switch. */
+struct th_shared_floor {
+	_Atomic int64_t sec;
+	_Atomic uint32_t nsec;
+	_Atomic uint32_t pad;
+};
+
 struct th_proc {
 	struct th_timeline tl;
 	/* G3: REALTIME seconds a fine read has returned, with the REALTIME
@@ -42,6 +72,8 @@ struct th_proc {
 	 * found the record stale while another thread held the windup lock. */
 	_Atomic uint64_t coarse_floor;
 	_Atomic uint32_t lock; /* windup try-lock: 0 free, 1 held */
+	struct th_shared_floor sh_floor[TH_NCLOCKS];
+	_Atomic uint32_t sh_epoch;  /* the page's REALTIME epoch at the switch */
 
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
@@ -60,6 +92,12 @@ struct th_proc {
 	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
 	uint64_t distrust_ns;
 	char reason[192];
+	/* shared page (under `lock`) */
+	struct th_page_map page;     /* attached page, or zeroed */
+	int page_wanted;             /* look for a daemon: configured or seen once */
+	uint64_t page_next_try;      /* kernel MONOTONIC of the next attach attempt */
+	uint64_t page_backoff;
+	char page_reason[160];       /* why not shared */
 
 	_Atomic uint64_t windups, retries, slow_reads, fallbacks;
 };
@@ -121,6 +159,14 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 		th_hw_ctr_fence();
 	TH_STEP("read_cur");
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	/* Acquire (both loads): the page area is mapped and the shared floors
+	 * are set before the local word names the shared slot (th_commit's
+	 * release); the page's records before its own cur (the daemon's). */
+	const int shared = TH_CUR_SLOT(cur) == TH_SLOT_SHARED;
+	if (shared) {
+		tl = th__page_tl();
+		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	}
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	TH_STEP("read_gen");
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -138,7 +184,9 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 	}
 	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
 	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
-	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
+	uint16_t ep = ck == TH_CK_REAL || (shared && ck == TH_CK_TAI)
+			      ? atomic_load_explicit(&r->epoch, memory_order_relaxed)
+			      : 0;
 	/* Orders the copies before the re-load of gen; pairs with the writer's
 	 * release fence after it stored gen = 0. */
 	atomic_thread_fence(memory_order_acquire);
@@ -164,6 +212,18 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 		int64_t k = n / 1000000000 - (n < 0);
 		sec += k;
 		n -= k * 1000000000;
+	}
+	if (shared) {
+		/* never below what this process returned before the switch */
+		struct th_shared_floor *f = &th__P.sh_floor[ck];
+		int64_t fs = atomic_load_explicit(&f->sec, memory_order_relaxed);
+		int64_t fn = atomic_load_explicit(&f->nsec, memory_order_relaxed);
+		if (TH_UNLIKELY(sec < fs || (sec == fs && n < fn)) &&
+		    ((ck != TH_CK_REAL && ck != TH_CK_TAI) ||
+		     ep == atomic_load_explicit(&th__P.sh_epoch, memory_order_relaxed))) {
+			sec = fs;
+			n = fn;
+		}
 	}
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec = (long)n;
@@ -198,8 +258,17 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 	uint32_t nsec = 0;
 	uint16_t ep = 0;
 	unsigned t;
+	/* local records are refreshed each kernel tick, the page's each
+	 * publisher tick (which may land up to a kernel tick later) */
+	uint64_t stale = th__P.tick_ns / 2;
 	for (t = 0; t < TH_READ_TRIES; t++) {
-		uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+		uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
+			/* as in th__fine_ts */
+			tl = th__page_tl();
+			cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+			stale = 2 * th__P.tick_ns;
+		}
 		struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 		uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
 		if (TH_UNLIKELY(g == 0))
@@ -218,8 +287,14 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 			break;
 	}
 	uint64_t cf = atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed);
-	if (TH_UNLIKELY(t == TH_READ_TRIES || dlo == ddue || kc - tick >= th__P.tick_ns / 2 || cf > coarse))
+	if (TH_UNLIKELY(t == TH_READ_TRIES || dlo == ddue || kc - tick >= stale || cf > coarse))
 		return th__coarse_ts_slow(ci, ts, epoch);
+	if (stale != th__P.tick_ns / 2) { /* shared: the floors of the switch */
+		struct th_shared_floor *f = &th__P.sh_floor[ci ? TH_CK_REAL : TH_CK_MONO];
+		int64_t fs = atomic_load_explicit(&f->sec, memory_order_relaxed);
+		if (TH_UNLIKELY(sec <= fs))
+			return th__coarse_ts_slow(ci, ts, epoch);
+	}
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec = (long)nsec;
 	*epoch = ep;

@@ -212,14 +212,17 @@ void th_trust_probe(struct th_trust *t, int counter_mode)
 		t->usable = 1;
 	} else if (strcmp(t->clocksource, "kvm-clock") == 0 ||
 		   strcmp(t->clocksource, "hyperv_clocksource_tsc_page") == 0) {
-		if (vdso_reads_tsc())
+		if (vdso_reads_tsc()) {
 			t->usable = 1;
-		else
+		} else {
 			set_reason(t, "clocksource ", t->clocksource,
 				   " is not read from the TSC by the vDSO (the hypervisor does not declare it stable)");
+			t->clocksource_only = 1;
+		}
 	} else {
 		set_reason(t, "clocksource ", t->clocksource,
 			   ": the kernel does not read time from the TSC (timehandsd can vouch for it after a cross-CPU check)");
+		t->clocksource_only = 1;
 	}
 #elif defined(__aarch64__)
 	t->available = TH_COUNTER_CNTVCT;

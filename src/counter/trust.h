@@ -22,6 +22,8 @@ struct th_trust {
 	char freq_source[32];
 	char clocksource[32];
 	char reason[192];     /* why not usable; "" when usable */
+	int clocksource_only; /* refused only because of the clocksource: a daemon's
+				 cross-CPU check may vouch for the counter */
 };
 
 /* counter_mode: TH_CTR_AUTO / TH_CTR_OFF / TH_CTR_FORCE (config.h). */

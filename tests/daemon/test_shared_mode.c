@@ -1,0 +1,235 @@
+/*
+ * The library in shared mode, against a real timehandsd:
+ *   - with the daemon running the process reads the page (mode shared), every
+ *     clock within the kernel sandwich;
+ *   - the daemon SIGSTOPped and SIGCONTed many times, then SIGKILLed, while
+ *     two threads read: no backward step within or across threads (streaming
+ *     shape), readings stay within the kernel sandwich, status leaves shared
+ *     mode with a reason within 2 s of the kill;
+ *   - a new daemon on the same path is picked up again.
+ * Usage: test_shared_mode PATH-OF-TIMEHANDSD
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "timehands.h"
+
+#define MS 1000000LL
+
+static int failures;
+#define CHECK(c, ...)                                                                 \
+	do {                                                                          \
+		if (!(c) && failures++ < 20) {                                        \
+			fprintf(stderr, "%s:%d: CHECK(%s): ", __FILE__, __LINE__, #c); \
+			fprintf(stderr, __VA_ARGS__);                                 \
+			fputc('\n', stderr);                                          \
+		}                                                                     \
+	} while (0)
+
+static char dir[64], sock[96], logf[96];
+static const char *daemon_bin;
+
+static int64_t kns(clockid_t id)
+{
+	struct timespec t;
+	clock_gettime(id, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static int64_t tns(clockid_t id)
+{
+	struct timespec t;
+	th_clock_gettime(id, &t);
+	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static pid_t start_daemon(void)
+{
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open(logf, O_WRONLY | O_CREAT | O_APPEND, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(daemon_bin, daemon_bin, "--foreground", "--page", sock, (char *)NULL);
+		_exit(127);
+	}
+	/* wait for the socket */
+	for (int i = 0; i < 300; i++) {
+		struct stat st;
+		if (stat(sock, &st) == 0)
+			return pid;
+		usleep(10000);
+	}
+	return pid;
+}
+
+static int mode_now(char *reason, size_t n)
+{
+	struct th_status st;
+	th_status(&st, sizeof st);
+	if (reason)
+		snprintf(reason, n, "%s", st.reason);
+	return (int)st.mode;
+}
+
+/* Reads (several clocks) until the mode is `want` or the limit passes. */
+static int wait_mode(int want, int64_t limit_ms)
+{
+	int64_t end = kns(CLOCK_MONOTONIC) + limit_ms * MS;
+	while (kns(CLOCK_MONOTONIC) < end) {
+		for (int i = 0; i < 1000; i++) {
+			tns(CLOCK_MONOTONIC);
+			tns(CLOCK_REALTIME_COARSE);
+		}
+		if (mode_now(NULL, 0) == want)
+			return 1;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/* ------------------------------------------------------------ readers */
+
+static _Atomic int stop;
+static _Atomic int64_t published;
+static _Atomic long back, outside, reads;
+
+static void *reader(void *arg)
+{
+	int publisher = arg != NULL;
+	int64_t last = 0, last_real = 0, last_coarse = 0;
+	while (!atomic_load_explicit(&stop, memory_order_relaxed)) {
+		int64_t seen = atomic_load_explicit(&published, memory_order_acquire);
+		int64_t k1 = kns(CLOCK_MONOTONIC);
+		int64_t v = tns(CLOCK_MONOTONIC);
+		int64_t k2 = kns(CLOCK_MONOTONIC);
+		int64_t r = tns(CLOCK_REALTIME);
+		int64_t c = tns(CLOCK_MONOTONIC_COARSE);
+		if (v < last || v < seen || r < last_real || c < last_coarse)
+			atomic_fetch_add(&back, 1);
+		/* readings lead the kernel by at most a record's error bound
+		 * around a handover; 1 us in steady state */
+		if (v < k1 - 1000 || v > k2 + 20000)
+			atomic_fetch_add(&outside, 1);
+		if (c > tns(CLOCK_MONOTONIC))
+			atomic_fetch_add(&back, 1); /* G4 */
+		last = v;
+		last_real = r;
+		last_coarse = c;
+		if (publisher)
+			atomic_store_explicit(&published, v, memory_order_release);
+		atomic_fetch_add_explicit(&reads, 1, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s TIMEHANDSD\n", argv[0]);
+		return 2;
+	}
+	daemon_bin = argv[1];
+	snprintf(dir, sizeof dir, "/tmp/th-shared-XXXXXX");
+	if (!mkdtemp(dir))
+		return 2;
+	chmod(dir, 0755);
+	snprintf(sock, sizeof sock, "%s/page", dir);
+	snprintf(logf, sizeof logf, "%s/log", dir);
+	setenv("TIMEHANDS_PAGE", sock, 1);
+
+	pid_t d = start_daemon();
+	/* The first reading attaches this process: shared mode. */
+	CHECK(wait_mode(TH_MODE_SHARED, 3000), "not shared with the daemon running");
+	char why[200];
+	printf("with the daemon: mode %d (%s)\n", mode_now(why, sizeof why), why);
+
+	/* every clock within the sandwich while shared */
+	long sand = 0;
+	for (int i = 0; i < 100000; i++) {
+		clockid_t ids[] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW};
+		for (size_t j = 0; j < 5; j++) {
+			int64_t a = kns(ids[j]), v = tns(ids[j]), b = kns(ids[j]);
+			if (v < a - 1000 || v > b + 1000)
+				sand++;
+		}
+	}
+	CHECK(sand == 0, "%ld readings outside the kernel sandwich in shared mode", sand);
+
+	pthread_t t[2];
+	pthread_create(&t[0], NULL, reader, (void *)1);
+	pthread_create(&t[1], NULL, reader, NULL);
+
+	/* stop and continue the daemon at random moments */
+	unsigned seed = 7;
+	int stops = 0, left = 0, back_shared = 0;
+	for (int i = 0; i < 60; i++) {
+		usleep(1000 + rand_r(&seed) % 20000);
+		kill(d, SIGSTOP);
+		stops++;
+		int long_stop = i % 15 == 7;
+		usleep(long_stop ? 300000 : (useconds_t)(rand_r(&seed) % 12000));
+		if (long_stop && mode_now(NULL, 0) != TH_MODE_SHARED)
+			left++;
+		kill(d, SIGCONT);
+		if (long_stop && wait_mode(TH_MODE_SHARED, 5000))
+			back_shared++;
+	}
+	CHECK(left >= 3, "left shared mode only %d times in 4 long stops", left);
+	CHECK(back_shared >= 3, "came back to shared mode %d times in 4", back_shared);
+
+	/* kill: leave shared within 2 s, with a reason */
+	kill(d, SIGKILL);
+	waitpid(d, NULL, 0);
+	int64_t killed = kns(CLOCK_MONOTONIC);
+	int ok = 0;
+	while (kns(CLOCK_MONOTONIC) - killed < 2000 * MS) {
+		if (mode_now(why, sizeof why) != TH_MODE_SHARED && why[0]) {
+			ok = 1;
+			break;
+		}
+		usleep(10000);
+	}
+	CHECK(ok, "still shared 2 s after the daemon was killed");
+	printf("after SIGKILL: mode %d after %lld ms (%s)\n", mode_now(NULL, 0),
+	       (long long)((kns(CLOCK_MONOTONIC) - killed) / MS), why);
+
+	/* a new daemon on the same path is picked up again */
+	unlink(sock);
+	d = start_daemon();
+	CHECK(wait_mode(TH_MODE_SHARED, 40000), "a restarted daemon was not picked up");
+	printf("restarted daemon: mode %d\n", mode_now(NULL, 0));
+
+	atomic_store(&stop, 1);
+	pthread_join(t[0], NULL);
+	pthread_join(t[1], NULL);
+	kill(d, SIGTERM);
+	waitpid(d, NULL, 0);
+	CHECK(atomic_load(&back) == 0, "%ld backward steps", atomic_load(&back));
+	CHECK(atomic_load(&outside) == 0, "%ld readings outside the kernel sandwich", atomic_load(&outside));
+	printf("%d stops, %ld reads, %ld backward, %ld outside\n", stops, atomic_load(&reads), atomic_load(&back),
+	       atomic_load(&outside));
+	unlink(sock);
+	unlink(logf);
+	rmdir(dir);
+	if (failures) {
+		fprintf(stderr, "shared-mode: %d checks failed\n", failures);
+		return 1;
+	}
+	printf("shared-mode: ok\n");
+	return 0;
+}

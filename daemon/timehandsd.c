@@ -56,6 +56,7 @@
 #include "discipline.h"
 #include "kclock.h"
 #include "page.h"
+#include "sample.h"
 #include "page_client.h"
 #include "record.h"
 #include "timehands.h"
@@ -163,78 +164,31 @@ static int64_t kread_ns(clockid_t id)
 
 /* ------------------------------------------------------------ sampling */
 
-/*
- * The sampling of local mode (attach/local.c take_sample), on the daemon's
- * state: counter readings sandwiching a kernel reading, the narrowest of up
- * to three kept; then the REALTIME and BOOTTIME offsets bracketed by
- * MONOTONIC readings; TAI - REALTIME in whole seconds.
- */
-static void sandwich(clockid_t id, int ctr, uint64_t *c, uint64_t *width, int64_t *k)
+/* Sampling as in local mode (attach/sample.c), through this file's kernel
+ * reads (which carry the test seam's REALTIME bias). */
+static int64_t sampler_kread(void *ctx, clockid_t id)
 {
-	struct timespec ts = {0, 0};
-	uint64_t best = ~(uint64_t)0;
-	for (int i = 0; i < 3; i++) {
-		uint64_t c0 = ctr ? th_counter_ordered() : 0;
-		th_kclock_gettime(id, &ts);
-		uint64_t c1 = ctr ? th_counter_ordered() : 0;
-		uint64_t w = c1 - c0;
-		if (i == 0 || w < best) {
-			best = w;
-			*c = c0 + w / 2;
-			*k = ts_ns(&ts);
-		}
-		if (!ctr || w <= D.min_width + D.min_width / 2 + 1)
-			break;
-	}
-	*width = best;
-	if (ctr && best < D.min_width)
-		D.min_width = best;
+	(void)ctx;
+	return kread_ns(id);
+}
+
+static uint64_t sampler_ctr(void *ctx)
+{
+	(void)ctx;
+	return th_counter_ordered();
 }
 
 static void take_sample(struct th_sample *s, int ctr, int full)
 {
-	memset(s, 0, sizeof *s);
-	s->counter_ok = ctr;
-	/* The kernel's tick first: the record's coarse value (the line at the
-	 * sandwich) is never older than the tick it is tagged with. */
-	if (full)
-		s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
-	sandwich(CLOCK_MONOTONIC, ctr, &s->c, &s->width, &s->mono);
-	sandwich(CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
-	if (!full)
-		return;
-	int64_t maxhw = (int64_t)D.disc.cfg.max_sample_err_ns;
-	for (int i = 0; i < 8; i++) {
-		int64_t m1 = kread_ns(CLOCK_MONOTONIC);
-		int64_t r = kread_ns(CLOCK_REALTIME);
-		int64_t m2 = kread_ns(CLOCK_MONOTONIC);
-		int64_t b = kread_ns(CLOCK_BOOTTIME);
-		int64_t m3 = kread_ns(CLOCK_MONOTONIC);
-		int64_t hw_r = (m2 - m1) / 2 + 1, hw_b = (m3 - m2) / 2 + 1;
-		if (i == 0 || hw_r < s->off_real_hw) {
-			s->off_real = r - (m1 + m2) / 2;
-			s->off_real_hw = hw_r;
-		}
-		if (i == 0 || hw_b < s->off_boot_hw) {
-			s->off_boot = b - (m2 + m3) / 2;
-			s->off_boot_hw = hw_b;
-		}
-		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
-			break;
-	}
-	int64_t r = kread_ns(CLOCK_REALTIME);
-	int64_t t = kread_ns(CLOCK_TAI);
-	s->tai_sec = (t - r + NS_PER_S / 2) / NS_PER_S;
-	if (t - r + NS_PER_S / 2 < 0)
-		s->tai_sec -= 1;
+	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, D.min_width, D.disc.cfg.max_sample_err_ns};
+	th_take_sample(&sp, s, ctr, full);
+	D.min_width = sp.min_width;
 }
 
 static void quick_sample(struct th_sample *g)
 {
-	memset(g, 0, sizeof *g);
-	g->mono = kread_ns(CLOCK_MONOTONIC);
-	g->raw = kread_ns(CLOCK_MONOTONIC_RAW);
-	g->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, D.min_width, D.disc.cfg.max_sample_err_ns};
+	th_quick_sample(&sp, g);
 }
 
 /* ------------------------------------------------------------ publishing */

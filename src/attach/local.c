@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "proc.h"
+#include "sample.h"
 #include "timehands.h"
 
 struct th_proc th__P __attribute__((aligned(64)));
@@ -89,78 +90,29 @@ void th__account_retries(unsigned n)
 
 /* ------------------------------------------------------------------ sample */
 
-static void sandwich(struct th_proc *p, clockid_t id, int ctr, uint64_t *c, uint64_t *width, int64_t *k)
+static int64_t sampler_kread(void *ctx, clockid_t id)
 {
-	struct timespec ts = {0, 0};
-	uint64_t best = ~(uint64_t)0;
-	for (int i = 0; i < 3; i++) {
-		uint64_t c0 = ctr ? th_hw_ctr_ordered() : 0;
-		th_hw_kread(id, &ts);
-		uint64_t c1 = ctr ? th_hw_ctr_ordered() : 0;
-		uint64_t w = c1 - c0;
-		if (i == 0 || w < best) {
-			best = w;
-			*c = c0 + w / 2;
-			*k = ts_ns(&ts);
-		}
-		/* A preempted or interrupted sandwich is taken again, at most
-		 * twice: the narrowest one wins. */
-		if (!ctr || w <= p->min_width + p->min_width / 2 + 1)
-			break;
-	}
-	*width = best;
-	if (ctr && best < p->min_width)
-		p->min_width = best;
+	(void)ctx;
+	return kread_ns(id);
+}
+
+static uint64_t sampler_ctr(void *ctx)
+{
+	(void)ctx;
+	return th_hw_ctr_ordered();
 }
 
 static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 {
-	memset(s, 0, sizeof *s);
-	s->counter_ok = ctr;
-	TH_STEP("sample");
-	/* The kernel's tick first: a record's coarse value (the line at the
-	 * sandwich) is then never older than the tick it is tagged with. */
-	if (full)
-		s->tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
-	sandwich(p, CLOCK_MONOTONIC, ctr, &s->c, &s->width, &s->mono);
-	sandwich(p, CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
-	if (!full)
-		return;
-	/* REALTIME and BOOTTIME against MONOTONIC read just before and after;
-	 * the narrowest bracket is kept, taken again while it is wider than the
-	 * sample error allowed (an interrupted bracket), at most 8 times. */
-	int64_t maxhw = (int64_t)p->disc.cfg.max_sample_err_ns;
-	for (int i = 0; i < 8; i++) {
-		int64_t m1 = kread_ns(CLOCK_MONOTONIC);
-		int64_t r = kread_ns(CLOCK_REALTIME);
-		int64_t m2 = kread_ns(CLOCK_MONOTONIC);
-		int64_t b = kread_ns(CLOCK_BOOTTIME);
-		int64_t m3 = kread_ns(CLOCK_MONOTONIC);
-		int64_t hw_r = (m2 - m1) / 2 + 1, hw_b = (m3 - m2) / 2 + 1;
-		if (i == 0 || hw_r < s->off_real_hw) {
-			s->off_real = r - (m1 + m2) / 2;
-			s->off_real_hw = hw_r;
-		}
-		if (i == 0 || hw_b < s->off_boot_hw) {
-			s->off_boot = b - (m2 + m3) / 2;
-			s->off_boot_hw = hw_b;
-		}
-		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
-			break;
-	}
-	/* TAI - REALTIME is a whole number of seconds in the kernel; bracket
-	 * the TAI reading so that a preemption between the two reads cannot
-	 * add seconds to it. */
-	for (int i = 0; i < 4 && !s->tai_ok; i++) {
-		int64_t r1 = kread_ns(CLOCK_REALTIME);
-		int64_t t = kread_ns(CLOCK_TAI);
-		int64_t r2 = kread_ns(CLOCK_REALTIME);
-		if (r2 - r1 >= 0 && r2 - r1 < NS_PER_S / 10) {
-			int64_t d = t - r1 + NS_PER_S / 2;
-			s->tai_sec = d >= 0 ? d / NS_PER_S : -((-d + NS_PER_S - 1) / NS_PER_S);
-			s->tai_ok = 1;
-		}
-	}
+	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, p->min_width, p->disc.cfg.max_sample_err_ns};
+	th_take_sample(&sp, s, ctr, full);
+	p->min_width = sp.min_width;
+}
+
+static void quick_sample(struct th_proc *p, struct th_sample *s)
+{
+	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, p->min_width, p->disc.cfg.max_sample_err_ns};
+	th_quick_sample(&sp, s);
 }
 
 /* ------------------------------------------------------------------ windup */
@@ -256,10 +208,7 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
 		base = *prev;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
-		memset(&g, 0, sizeof g);
-		g.mono = kread_ns(CLOCK_MONOTONIC);
-		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
-		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		quick_sample(p, &g);
 		struct th_rec_val v;
 		uint64_t ahead = 0;
 		if (have_prev) {
@@ -298,10 +247,7 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
 	}
 	struct th_rec_val k;
 	struct th_sample g;
-	memset(&g, 0, sizeof g);
-	g.mono = kread_ns(CLOCK_MONOTONIC);
-	g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
-	g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+	quick_sample(p, &g);
 	th_plan_kernel(&p->disc, &base, &g, p->tick_ns, 0, &k);
 	th_commit_force(&p->tl, &k);
 	return -1;
@@ -510,10 +456,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	int have = th_snapshot(&p->tl, &base, &r) == 0;
 	struct th_sample g;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		memset(&g, 0, sizeof g);
-		g.mono = kread_ns(CLOCK_MONOTONIC);
-		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
-		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		quick_sample(p, &g);
 		struct th_rec_val t;
 		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
 		TH_STEP("transit");
@@ -602,10 +545,7 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 		install_line(p, &base, 1);
 	} else {
 		struct th_sample g;
-		memset(&g, 0, sizeof g);
-		g.mono = kread_ns(CLOCK_MONOTONIC);
-		g.raw = kread_ns(CLOCK_MONOTONIC_RAW);
-		g.tick = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+		quick_sample(p, &g);
 		publish_kernel(p, &base, &g, p->disc.line[TH_MONO].have ? p->tick_ns : p->disc.cfg.calib_ns);
 	}
 	if (dead)

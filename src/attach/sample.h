@@ -1,0 +1,35 @@
+/*
+ * One windup's reading of the kernel's clocks against the counter, shared by
+ * the in-process publisher (local.c) and timehandsd. The kernel and counter
+ * reads are the caller's (the simulation and the daemon's test seam supply
+ * their own).
+ */
+#ifndef TH_ATTACH_SAMPLE_H
+#define TH_ATTACH_SAMPLE_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "discipline.h"
+
+struct th_sampler {
+	int64_t (*kread)(void *ctx, clockid_t id); /* kernel clock, ns */
+	uint64_t (*ctr)(void *ctx);                /* ordered counter read */
+	void *ctx;
+	uint64_t min_width;    /* narrowest counter sandwich seen (start with ~0) */
+	double max_err_ns;     /* brackets wider than this are taken again */
+};
+
+/*
+ * Counter sandwiches around MONOTONIC and MONOTONIC_RAW (the narrowest of up
+ * to three each); with `full`, the kernel tick first, then REALTIME and
+ * BOOTTIME bracketed by MONOTONIC readings (retaken while wider than
+ * max_err_ns, at most 8 times) and TAI - REALTIME bracketed by REALTIME
+ * readings (whole seconds, valid only when the bracket was narrow).
+ */
+void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int full);
+
+/* Just the kernel's values a TRANSIT guard needs. */
+void th_quick_sample(struct th_sampler *sp, struct th_sample *s);
+
+#endif

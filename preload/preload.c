@@ -91,10 +91,32 @@ static inline int mode_now(void)
 
 /* ------------------------------------------------------------ clock_gettime */
 
-/* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1. */
+/*
+ * The clocks programs read most, straight from the library's one reader
+ * (th__fine_ts in proc.h), as api.c's per-clock functions do: one small
+ * function each, so that each gets a lean prologue. REALTIME raises the G3
+ * floor that time() and the coarse REALTIME clock are held to.
+ */
+#define FINE(name, ck, ordered)                                                   \
+	static __attribute__((noinline)) int name(struct timespec *ts)            \
+	{                                                                         \
+		uint16_t ep;                                                      \
+		th__fine_ts(ck, ordered, ts, &ep);                                \
+		if (ck == TH_CK_REAL)                                             \
+			th__g3_raise(ts->tv_sec, ep);                             \
+		return 0;                                                         \
+	}
+FINE(read_monotonic, TH_CK_MONO, 1)
+FINE(read_realtime, TH_CK_REAL, 1)
+FINE(read_monotonic_relaxed, TH_CK_MONO, 0)
+FINE(read_realtime_relaxed, TH_CK_REAL, 0)
+
+/* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1, or a
+ * NULL pointer. */
 static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec *ts)
 {
-	if (mode_now() == PRELOAD_KERNEL) {
+	int mode = mode_now();
+	if (mode == PRELOAD_KERNEL) {
 		/* Extension ids (negative) and a NULL pointer still go through
 		 * the library, which never hands an extension id to the kernel
 		 * and answers NULL with EFAULT like the system call. */
@@ -102,18 +124,24 @@ static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec 
 			return th_kclock_gettime(id, ts);
 		return th_clock_gettime(id, ts);
 	}
-	if (id == CLOCK_MONOTONIC)
-		id = TH_CLOCK_MONOTONIC_RELAXED;
-	else if (id == CLOCK_REALTIME)
-		id = TH_CLOCK_REALTIME_RELAXED;
+	if (mode == PRELOAD_RELAXED && ts) {
+		if (id == CLOCK_MONOTONIC)
+			return read_monotonic_relaxed(ts);
+		if (id == CLOCK_REALTIME)
+			return read_realtime_relaxed(ts);
+	}
 	return th_clock_gettime(id, ts);
 }
 
 /* The one clock read every other entry point here uses. */
 static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
 {
-	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL))
+	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || !ts))
 		return gettime_mode(id, ts);
+	if (TH_LIKELY(id == CLOCK_MONOTONIC))
+		return read_monotonic(ts);
+	if (id == CLOCK_REALTIME)
+		return read_realtime(ts);
 	return th_clock_gettime(id, ts);
 }
 
@@ -166,35 +194,30 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 	int mode = mode_now();
 	if (mode == PRELOAD_KERNEL)
 		return th_kgettimeofday(tv, tz);
-	if (mode == PRELOAD_FULL)
-		return th_gettimeofday(tv, tz);
-	/* relaxed REALTIME; the obsolete timezone from the kernel, as the
-	 * library's th_gettimeofday does */
-	if (tz && th_kgettimeofday(NULL, tz) != 0)
-		return -1;
-	if (!tv)
-		return 0;
+	if (mode == PRELOAD_FULL || !tv || tz)
+		return th_gettimeofday(tv, tz); /* the timezone from the kernel */
 	struct timespec ts;
-	th_clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts);
+	read_realtime_relaxed(&ts);
 	tv->tv_sec = ts.tv_sec;
 	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
 	return 0;
 }
 
 /*
- * The library's REALTIME fast path (which also raises the G3 floor, exactly
- * as th_gettimeofday() does), converted here with two scalar stores: the
- * caller reads tv_usec right away, and a 16-byte vector store of the pair
- * (what the compiler makes of th_gettimeofday's conversion) cannot forward
- * its upper half to that load on some CPUs, which costs more than the rest
- * of the conversion.
+ * REALTIME from the library's reader (raising the G3 floor, as
+ * th_gettimeofday() does), converted here with two scalar stores: the caller
+ * reads tv_usec right away, and a 16-byte vector store of the pair (what the
+ * compiler makes of th_gettimeofday's conversion) cannot forward its upper
+ * half to that load on some CPUs, which costs more than the conversion.
  */
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {
 	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || tz || !tv))
 		return gettimeofday_mode(tv, tz);
 	struct timespec ts;
-	th_clock_gettime(CLOCK_REALTIME, &ts);
+	uint16_t ep;
+	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+	th__g3_raise(ts.tv_sec, ep);
 	tv->tv_sec = ts.tv_sec;
 	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
 	return 0;

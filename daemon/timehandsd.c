@@ -57,6 +57,7 @@
 #include "kclock.h"
 #include "page.h"
 #include "sample.h"
+#include "writer.h"
 #include "page_client.h"
 #include "record.h"
 #include "timehands.h"
@@ -97,7 +98,8 @@ struct daemon {
 	int lines;                /* publish counter lines (else kernel records) */
 	int counter_usable;       /* lines, possibly suspended after repeated jumps */
 	struct th_disc disc;
-	uint64_t min_width;
+	struct th_sampler sp;     /* sampling shared with local mode (sample.h) */
+	struct th_writer wr;      /* transitions shared with local mode (writer.h) */
 	uint64_t jumps[3];
 	uint64_t distrust_until, distrust_ns;
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
@@ -106,8 +108,8 @@ struct daemon {
 	uint64_t due_armed;       /* one-shot wakeup before the next tick, 0 when none */
 	uint64_t flags;
 
-	/* statistics */
-	uint64_t windups, installs, late, kernel_records, clients;
+	/* statistics (kernel records and installs are in wr) */
+	uint64_t windups, late, clients;
 };
 
 static struct daemon D;
@@ -180,116 +182,29 @@ static uint64_t sampler_ctr(void *ctx)
 
 static void take_sample(struct th_sample *s, int ctr, int full)
 {
-	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, D.min_width, D.disc.cfg.max_sample_err_ns};
-	th_take_sample(&sp, s, ctr, full);
-	D.min_width = sp.min_width;
+	th_take_sample(&D.sp, s, ctr, full);
 }
 
 static void quick_sample(struct th_sample *g)
 {
-	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, D.min_width, D.disc.cfg.max_sample_err_ns};
-	th_quick_sample(&sp, g);
+	th_quick_sample(&D.sp, g);
 }
 
 /* ------------------------------------------------------------ publishing */
 
-static void snap_from_val(const struct th_rec_val *v, uint64_t cur, struct th_snap *out)
-{
-	memset(out, 0, sizeof *out);
-	out->kind = v->kind;
-	out->epoch = v->epoch;
-	out->coarse = v->coarse;
-	out->tick = v->tick;
-	out->due_ns = v->due_ns;
-	for (int l = 0; l < TH_NLINES; l++) {
-		out->ceil[l] = v->ceil[l];
-		out->guard[l] = v->guard[l];
-		out->bound[l] = v->bound[l];
-	}
-	out->cur = cur;
-}
-
-/*
- * A kernel-mode record's coarse value: what a fine read through it returns
- * at the sample, phi(k), never below the previous coarse value. Readers of
- * the page take coarse clocks from the record alone, so unlike local mode
- * (which asks the kernel's coarse clock) the daemon keeps it moving. phi is
- * non-decreasing in k and C, so a later fine read is never below it (G4).
- */
-static void kernel_coarse(struct th_rec_val *v, const struct th_sample *s)
-{
-	uint64_t c = th_phi((uint64_t)s->mono, v->ceil[TH_MONO], v->bound[TH_MONO]);
-	if (c > v->coarse)
-		v->coarse = c;
-}
-
 static uint64_t publish_kernel(const struct th_snap *prev, const struct th_sample *s, uint64_t due_in,
 			       uint64_t guard_ns, struct th_rec_val *v)
 {
-	th_plan_kernel(&D.disc, prev, s, due_in, guard_ns, v);
-	kernel_coarse(v, s);
-	D.kernel_records++;
-	return th_commit_force(D.tl, v);
+	return th_writer_kernel(&D.wr, prev, s, due_in, guard_ns, v);
 }
 
-/*
- * Install a fresh line; the install path of local mode (local.c install_line,
- * whose comment gives the argument step by step), with nobody to announce:
- * the commits cannot fail, and the re-read of the kernel after TRANSIT is
- * published is what keeps a stalled daemon from starting the line below a
- * value a reader of the older record returned.
- */
+/* Install a fresh line (writer.c, whose comment gives the argument step by
+ * step); in the page nobody can announce, so the commits cannot fail, and the
+ * re-read of the kernel after TRANSIT is what keeps a stalled daemon from
+ * starting the line below a value a reader of the older record returned. */
 static int install_line(const struct th_snap *prev, int have_prev)
 {
-	struct th_snap base;
-	memset(&base, 0, sizeof base);
-	if (have_prev)
-		base = *prev;
-	D.installs++;
-	for (int attempt = 0; attempt < 4; attempt++) {
-		struct th_sample g;
-		quick_sample(&g);
-		struct th_rec_val v;
-		uint64_t ahead = 0;
-		if (have_prev) {
-			uint64_t cm = th_snap_ceiling(&base, TH_MONO), cr = th_snap_ceiling(&base, TH_RAW);
-			uint64_t am = cm > (uint64_t)g.mono ? cm - (uint64_t)g.mono : 0;
-			uint64_t ar = cr > (uint64_t)g.raw ? cr - (uint64_t)g.raw : 0;
-			ahead = am > ar ? am : ar;
-		}
-		if (ahead > D.disc.cfg.guard_ns) {
-			/* The old line may still be served up to C: the kernel
-			 * serves (floored) until it reaches C. */
-			publish_kernel(have_prev ? &base : NULL, &g, ahead, 0, &v);
-			logmsg(LOG_DEBUG, "install: old line ahead of the kernel by %llu ns, kernel records until then",
-			       (unsigned long long)ahead);
-			return -1;
-		}
-		uint64_t tw = publish_kernel(have_prev ? &base : NULL, &g, D.tick_ns, D.disc.cfg.guard_ns, &v);
-		snap_from_val(&v, tw, &base);
-		have_prev = 1;
-		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
-		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW])
-			continue; /* stalled since g: a reader may be past the guard */
-		/* Acquire: the sample below is taken after this load (the same
-		 * pairing as local mode; no announcer can intervene here). */
-		uint64_t x = atomic_load_explicit(&D.tl->cur, memory_order_acquire);
-		struct th_sample s;
-		take_sample(&s, 1, 0);
-		s.tick = g.tick;
-		if ((double)s.width * D.disc.line[TH_MONO].rate > 2 * D.disc.cfg.max_sample_err_ns ||
-		    (double)s.width_raw * D.disc.line[TH_RAW].rate > 2 * D.disc.cfg.max_sample_err_ns)
-			continue;
-		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
-		th_plan_fresh(&D.disc, &s, guard, &v);
-		if (th_commit(D.tl, x, &v) == 0)
-			return 0;
-	}
-	struct th_sample g;
-	struct th_rec_val k;
-	quick_sample(&g);
-	publish_kernel(&base, &g, D.tick_ns, 0, &k);
-	return -1;
+	return th_writer_install(&D.wr, have_prev ? prev : NULL);
 }
 
 static void note_jump(uint64_t now)
@@ -545,6 +460,7 @@ static void make_page(void)
 	th_page_init(m, &id);
 	D.hdr = m;
 	D.tl = th_page_timeline(D.hdr);
+	D.wr.tl = D.tl;
 }
 
 static void seal_page(void)
@@ -753,7 +669,8 @@ static void init_discipline(void)
 	if (D.trust.nominal_hz > 0)
 		dc.nominal_rate = 1e9 / D.trust.nominal_hz;
 	th_disc_init(&D.disc, &dc);
-	D.min_width = ~(uint64_t)0;
+	D.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, D.disc.cfg.max_sample_err_ns};
+	D.wr = (struct th_writer){D.tl, &D.disc, &D.sp, D.tick_ns, 0, 0};
 }
 
 /* Fork into the background; the parent exits once the child serves the page
@@ -923,8 +840,8 @@ static void shutdown_page(void)
 	if (D.pidfile)
 		unlink(D.pidfile);
 	logmsg(LOG_INFO, "stopped: %llu windups, %llu installs, %llu late, %llu kernel records, %llu clients",
-	       (unsigned long long)D.windups, (unsigned long long)D.installs, (unsigned long long)D.late,
-	       (unsigned long long)D.kernel_records, (unsigned long long)D.clients);
+	       (unsigned long long)D.windups, (unsigned long long)D.wr.installs, (unsigned long long)D.late,
+	       (unsigned long long)D.wr.kernel_records, (unsigned long long)D.clients);
 }
 
 int main(int argc, char **argv)

@@ -104,15 +104,12 @@ static uint64_t sampler_ctr(void *ctx)
 
 static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 {
-	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, p->min_width, p->disc.cfg.max_sample_err_ns};
-	th_take_sample(&sp, s, ctr, full);
-	p->min_width = sp.min_width;
+	th_take_sample(&p->sp, s, ctr, full);
 }
 
 static void quick_sample(struct th_proc *p, struct th_sample *s)
 {
-	struct th_sampler sp = {sampler_kread, sampler_ctr, NULL, p->min_width, p->disc.cfg.max_sample_err_ns};
-	th_quick_sample(&sp, s);
+	th_quick_sample(&p->sp, s);
 }
 
 /* ------------------------------------------------------------------ windup */
@@ -162,95 +159,13 @@ static void publish_kernel(struct th_proc *p, const struct th_snap *prev, const 
 			   uint64_t due_in)
 {
 	struct th_rec_val v;
-	th_plan_kernel(&p->disc, prev, s, due_in, 0, &v);
-	th_commit_force(&p->tl, &v);
+	th_writer_kernel(&p->wr, prev, s, due_in, 0, &v);
 }
 
-static void snap_from_val(const struct th_rec_val *v, uint64_t cur, struct th_snap *out)
-{
-	memset(out, 0, sizeof *out);
-	out->kind = v->kind;
-	out->epoch = v->epoch;
-	out->coarse = v->coarse;
-	out->tick = v->tick;
-	out->due_ns = v->due_ns;
-	for (int l = 0; l < TH_NLINES; l++) {
-		out->ceil[l] = v->ceil[l];
-		out->guard[l] = v->guard[l];
-		out->bound[l] = v->bound[l];
-	}
-	out->cur = cur;
-}
-
-/*
- * Install a fresh line (kernel -> line, or after a line expired before its
- * successor was committed). Returns 0 once committed, -1 if a kernel-mode
- * record was left in force instead (retried at its due time).
- *
- * 1. The old ceiling C must not be ahead of the kernel, or the line would
- *    start ahead of it: if it is (a counter jump, a line that ran ahead),
- *    publish KERNEL due when the kernel reaches C.
- * 2. Publish TRANSIT with guard G = phi(k_g) + guard_ns, k_g read before.
- * 3. Read the kernel again: if it is already past G the writer was stalled
- *    between k_g and the publication, and a reader of the older record may
- *    have returned up to that: start over with a higher guard. Otherwise
- *    every reader of an older record read the kernel before TRANSIT was
- *    visible, hence below G.
- * 4. Sample and commit the line (starting at max(kernel, G)) with a
- *    compare-and-swap: a TRANSIT reader that saw more than G announced
- *    itself and makes it fail.
- */
+/* A fresh line after `prev` (writer.c). */
 static int install_line(struct th_proc *p, const struct th_snap *prev, int have_prev)
 {
-	struct th_snap base;
-	memset(&base, 0, sizeof base);
-	if (have_prev)
-		base = *prev;
-	for (int attempt = 0; attempt < 4; attempt++) {
-		struct th_sample g;
-		quick_sample(p, &g);
-		struct th_rec_val v;
-		uint64_t ahead = 0;
-		if (have_prev) {
-			uint64_t cm = th_snap_ceiling(&base, TH_MONO), cr = th_snap_ceiling(&base, TH_RAW);
-			uint64_t am = cm > (uint64_t)g.mono ? cm - (uint64_t)g.mono : 0;
-			uint64_t ar = cr > (uint64_t)g.raw ? cr - (uint64_t)g.raw : 0;
-			ahead = am > ar ? am : ar;
-		}
-		if (ahead > p->disc.cfg.guard_ns) {
-			th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, ahead, 0, &v);
-			th_commit_force(&p->tl, &v);
-			return -1;
-		}
-		th_plan_kernel(&p->disc, have_prev ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &v);
-		TH_STEP("transit");
-		uint64_t tw = th_commit_force(&p->tl, &v);
-		snap_from_val(&v, tw, &base);
-		have_prev = 1;
-		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
-		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW])
-			continue; /* stalled since k_g */
-		/* Acquire: the sample below comes after this load; a TRANSIT
-		 * reader that announces after it makes the commit fail, one that
-		 * announced before it read the kernel before our sample. */
-		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-		struct th_sample s;
-		take_sample(p, &s, 1, 0);
-		s.tick = g.tick;
-		if ((double)s.width * p->disc.line[TH_MONO].rate > 2 * p->disc.cfg.max_sample_err_ns ||
-		    (double)s.width_raw * p->disc.line[TH_RAW].rate > 2 * p->disc.cfg.max_sample_err_ns)
-			continue; /* preempted inside the sandwich */
-		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
-		th_plan_fresh(&p->disc, &s, guard, &v);
-		if (th_commit(&p->tl, x, &v) == 0)
-			return 0;
-	}
-	struct th_rec_val k;
-	struct th_sample g;
-	quick_sample(p, &g);
-	th_plan_kernel(&p->disc, &base, &g, p->tick_ns, 0, &k);
-	th_commit_force(&p->tl, &k);
-	return -1;
+	return th_writer_install(&p->wr, have_prev ? prev : NULL);
 }
 
 /* Test seam: called by a windup while it holds the lock (tests raise a signal
@@ -461,7 +376,8 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
 		TH_STEP("transit");
 		uint64_t tw = th_commit_force(&p->tl, &t);
-		snap_from_val(&t, tw, &base);
+		p->wr.kernel_records++;
+		th_val_to_snap(&t, tw, &base);
 		have = 1;
 		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
 		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW])
@@ -621,7 +537,8 @@ static void reset_writer(struct th_proc *p)
 		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
 	th_disc_init(&p->disc, &dc);
 	p->counter_usable = p->trust.usable;
-	p->min_width = ~(uint64_t)0;
+	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
+	p->wr = (struct th_writer){&p->tl, &p->disc, &p->sp, p->tick_ns, 0, 0};
 	memset(p->jumps, 0, sizeof p->jumps);
 	p->distrust_until = 0;
 	p->distrust_ns = 0;

@@ -15,7 +15,9 @@
 #include "page.h"
 #include "page_client.h"
 #include "record.h"
+#include "sample.h"
 #include "trust.h"
+#include "writer.h"
 
 #define TH_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TH_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -87,7 +89,8 @@ struct th_proc {
 	/* Writer state: only under `lock`. */
 	int counter_usable;    /* trust, possibly revoked while running */
 	struct th_disc disc;
-	uint64_t min_width;    /* narrowest counter sandwich seen */
+	struct th_sampler sp;  /* kernel/counter sampling (sample.h) */
+	struct th_writer wr;   /* transitions of the local timeline (writer.h) */
 	uint64_t jumps[3];     /* kernel MONOTONIC of the last discontinuities */
 	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
 	uint64_t distrust_ns;

@@ -1,0 +1,35 @@
+/*
+ * The writer's transitions, shared by the in-process publisher (local.c) and
+ * timehandsd: kernel-mode records and the installation of a fresh line
+ * through a TRANSIT record (the argument is in writer.c).
+ */
+#ifndef TH_ATTACH_WRITER_H
+#define TH_ATTACH_WRITER_H
+
+#include <stdint.h>
+
+#include "discipline.h"
+#include "record.h"
+#include "sample.h"
+
+struct th_writer {
+	struct th_timeline *tl;
+	struct th_disc *disc;
+	struct th_sampler *sp;
+	uint64_t tick_ns;
+	uint64_t kernel_records, installs; /* counters for status and logs */
+};
+
+/* The fields of a written record a later transition needs, as a snapshot. */
+void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *out);
+
+/* Publish a KERNEL (guard_ns 0) or TRANSIT record after `prev`; *out receives
+ * it. Returns the new timeline word. */
+uint64_t th_writer_kernel(struct th_writer *w, const struct th_snap *prev, const struct th_sample *s,
+			  uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out);
+
+/* Install a fresh line after `prev` (NULL: none). Returns 0 once the line is
+ * committed, -1 if a KERNEL record was left in force (due again later). */
+int th_writer_install(struct th_writer *w, const struct th_snap *prev);
+
+#endif

@@ -15,12 +15,14 @@ set -eu
 what=${1:?usage: db.sh redis|pgbench|pg_test_timing BUILD_DIR [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
+WINDOW=${WINDOW:-5}
+VARIANTS="libc timehands relaxed"
 TH=$(cd "$BUILD" && pwd)/tools/timehands
 [ -x "$TH" ] || { echo "build first: $TH" >&2; exit 1; }
 W=$(mktemp -d /tmp/th-db.XXXXXX)
 chmod 755 "$W"
 cleanup() {
-	[ -f "$W/redis.pid" ] && kill "$(cat "$W/redis.pid")" 2>/dev/null
+	[ -f "$W/redis.server.pid" ] && kill "$(cat "$W/redis.server.pid")" 2>/dev/null
 	[ -d "$W/pg" ] && runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg" -m immediate stop >/dev/null 2>&1
 	rm -rf "$W"
 }
@@ -37,6 +39,9 @@ wrap() {
 }
 
 med() { sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+# "min..max" of the rounds
+range() { sort -g | awk 'NR==1 {lo=$1} {hi=$1} END {printf "%.0f..%.0f", lo, hi}'; }
+
 
 context() {
 	echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
@@ -45,27 +50,59 @@ context() {
 		"Linux $(uname -r), load $(cut -d' ' -f1-3 /proc/loadavg)"
 }
 
+# CPU time of a process, all its threads, in ns (the scheduler's own
+# accounting: not sampled, not rounded to ticks).
+cpu_ns() {
+	cat /proc/"$1"/task/*/schedstat 2>/dev/null | awk '{s += $1} END {printf "%.0f\n", s}'
+}
+
+redis_cmds() { # port
+	redis-cli -p "$1" info stats | sed -n 's/^total_commands_processed:\([0-9]*\).*/\1/p'
+}
+
+# One round of one variant: a fresh server and its client, both under the
+# variant; per command type a WINDOW-second window after a second of warm-up:
+# commands per second (throughput, as noisy as the machine) and the CPU time
+# the server and the client spent per command (what the clocks cost shows
+# there, whatever else the machine runs).
 redis_round() { # variant
 	port=$((20000 + $$ % 10000))
 	# shellcheck disable=SC2046
 	$(wrap "$1") redis-server --port "$port" --save "" --appendonly no --daemonize no \
-		--pidfile "$W/redis.pid" --logfile "$W/redis.log" >/dev/null 2>&1 &
+		--logfile "$W/redis.log" >/dev/null 2>&1 &
 	spid=$!
-	i=0
+	echo $spid >"$W/redis.server.pid"
+	n=0
 	until redis-cli -p "$port" ping >/dev/null 2>&1; do
-		i=$((i + 1))
-		[ $i -lt 100 ] || { echo "redis-server did not start" >&2; cat "$W/redis.log" >&2; exit 1; }
+		n=$((n + 1))
+		[ $n -lt 100 ] || { echo "redis-server did not start" >&2; cat "$W/redis.log" >&2; exit 1; }
 		sleep 0.05
 	done
 	check_loaded "$spid" "$1"
-	# shellcheck disable=SC2046
-	$(wrap "$1") redis-benchmark -p "$port" -t set,get,incr -n 100000 -c 50 --csv 2>"$W/err" |
-		sed -n 's/^"\([A-Z_]*\)[^"]*","\([0-9.]*\)".*/\1 \2/p' >"$W/round"
-	[ -s "$W/err" ] && grep -v '^$' "$W/err" >&2
-	kill "$spid"
-	wait "$spid" 2>/dev/null || true
-	grep -qi error "$W/redis.log" && { echo "errors in the redis log:" >&2; cat "$W/redis.log" >&2; }
-	while read -r t v; do echo "$v" >>"$W/$1.$t"; done <"$W/round"
+	for t in set get incr; do
+		# shellcheck disable=SC2046
+		$(wrap "$1") redis-benchmark -p "$port" -t $t -n 1000000000 -c 50 -q >/dev/null 2>"$W/err" &
+		cpid=$!
+		sleep 1
+		c0=$(redis_cmds "$port") s0=$(cpu_ns $spid) k0=$(cpu_ns $cpid)
+		sleep "$WINDOW"
+		c1=$(redis_cmds "$port") s1=$(cpu_ns $spid) k1=$(cpu_ns $cpid)
+		kill $cpid 2>/dev/null
+		wait $cpid 2>/dev/null || true
+		grep -i error "$W/err" >&2 || true
+		T=$(echo $t | tr a-z A-Z)
+		echo "$c0 $c1 $s0 $s1 $k0 $k1" | awk -v w="$WINDOW" -v f="$W/$1" -v t="$T" '{
+			n = $2 - $1
+			printf "%.0f\n", n / w >> (f "." t)
+			printf "%.1f\n", ($4 - $3) / n >> (f ".server." t)
+			printf "%.1f\n", ($6 - $5) / n >> (f ".client." t)
+		}'
+	done
+	kill $spid
+	wait $spid 2>/dev/null || true
+	rm -f "$W/redis.server.pid"
+	if grep -i error "$W/redis.log" >&2; then echo "errors in the redis log ($1)" >&2; fi
+	return 0
 }
 
 # The server really runs with (or without) the preload.
@@ -101,24 +138,38 @@ pgbench_round() { # variant
 	pg_stop
 }
 
+# table UNIT TEST...: medians, ratios to libc, and the range of the rounds
+table() {
+	unit=$1
+	shift
+	printf '%-14s %10s %10s %10s %7s %7s   %s\n' "$unit" libc timehands relaxed ratio relaxed \
+		"rounds min..max: libc / timehands / relaxed"
+	for t in "$@"; do
+		a=$(med <"$W/libc.$t") b=$(med <"$W/timehands.$t") c=$(med <"$W/relaxed.$t")
+		rb=$(echo "$b $a" | awk '{printf "%.3f", $1/$2}') rc=$(echo "$c $a" | awk '{printf "%.3f", $1/$2}')
+		printf '%-14s %10.0f %10.0f %10.0f %7.3f %7.3f   %s / %s / %s\n' "$t" "$a" "$b" "$c" "$rb" "$rc" \
+			"$(range <"$W/libc.$t")" "$(range <"$W/timehands.$t")" "$(range <"$W/relaxed.$t")"
+	done
+}
+
 case $what in
 redis)
 	command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null ||
 		{ echo "needs redis-server and redis-benchmark (Debian: redis-server, redis-tools)" >&2; exit 1; }
 	context
-	echo "redis: $(redis-server --version | cut -d' ' -f3), redis-benchmark -t set,get,incr -c 50 -n 100000, server and client under the variant"
+	echo "redis: $(redis-server --version | cut -d' ' -f3), redis-benchmark -c 50, server and client under" \
+		"the variant, variants interleaved, ${WINDOW} s windows"
 	r=0
 	while [ $r -lt "$ROUNDS" ]; do
-		for v in libc timehands relaxed; do redis_round $v; done
+		for v in $VARIANTS; do redis_round $v; done
 		r=$((r + 1))
 	done
-	printf '%-8s %12s %12s %12s %8s %8s\n' "req/s" libc timehands relaxed ratio relaxed
-	for t in SET GET INCR; do
-		a=$(med <"$W/libc.$t") b=$(med <"$W/timehands.$t") c=$(med <"$W/relaxed.$t")
-		printf '%-8s %12s %12s %12s %8s %8s\n' "$t" "$a" "$b" "$c" \
-			"$(echo "$b $a" | awk '{printf "%.3f", $1/$2}')" "$(echo "$c $a" | awk '{printf "%.3f", $1/$2}')"
-	done
-	echo "(medians of $ROUNDS interleaved rounds)"
+	table "req/s" SET GET INCR
+	echo
+	table "server ns/req" server.SET server.GET server.INCR
+	echo
+	table "client ns/req" client.SET client.GET client.INCR
+	echo "(medians of $ROUNDS interleaved rounds; ratio: to libc)"
 	;;
 pgbench)
 	[ -n "$PGBIN" ] && [ -x "$PGBIN/pgbench" ] || { echo "needs PostgreSQL (Debian: postgresql)" >&2; exit 1; }
@@ -143,12 +194,7 @@ pgbench)
 		for v in libc timehands relaxed; do pgbench_round $v; done
 		r=$((r + 1))
 	done
-	printf '%-8s %12s %12s %12s %8s %8s\n' "tps" libc timehands relaxed ratio relaxed
-	for t in tpcb select; do
-		a=$(med <"$W/libc.$t") b=$(med <"$W/timehands.$t") c=$(med <"$W/relaxed.$t")
-		printf '%-8s %12s %12s %12s %8s %8s\n' "$t" "$a" "$b" "$c" \
-			"$(echo "$b $a" | awk '{printf "%.3f", $1/$2}')" "$(echo "$c $a" | awk '{printf "%.3f", $1/$2}')"
-	done
+	table "tps" tpcb select
 	echo "(medians of $ROUNDS interleaved rounds)"
 	if grep -i -E 'error|fatal|panic' "$W/pg.log" | grep -v -E 'database system is shut|terminating connection due to administrator'; then
 		echo "errors in the server log (above)" >&2

@@ -21,13 +21,16 @@
 /* One small function per clock, so that each fast path gets its own lean
  * prologue; th_clock_gettime only dispatches (tail calls). */
 #define FINE(name, ck, ordered)                                                   \
+	static __attribute__((noinline)) int name##_page(struct timespec *ts)     \
+	{                                                                         \
+		return th__read_page(ck, ordered, ts);                            \
+	}                                                                         \
 	static __attribute__((noinline)) int name(struct timespec *ts)            \
 	{                                                                         \
-		uint16_t ep;                                                      \
-		th__fine_ts(ck, ordered, ts, &ep);                                \
-		if (ck == TH_CK_REAL)                                             \
-			th__g3_raise(ts->tv_sec, ep);                             \
-		return 0;                                                         \
+		uint64_t cur = th__read_cur(ordered);                             \
+		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
+			return name##_page(ts);                                   \
+		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0);           \
 	}
 FINE(get_monotonic, TH_CK_MONO, 1)
 FINE(get_realtime, TH_CK_REAL, 1)
@@ -126,32 +129,27 @@ TH_API int th_gettimeofday(struct timeval *tv, void *tz)
 	}
 	if (!tv)
 		return 0;
-	struct timespec ts;
-	uint16_t ep;
-	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
-	th__g3_raise(ts.tv_sec, ep);
-	tv->tv_sec = ts.tv_sec;
-	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	struct th_tv v = th__fine_v(TH_CK_REAL, 1);
+	tv->tv_sec = (time_t)v.sec;
+	tv->tv_usec = (suseconds_t)((uint64_t)v.nsec / 1000u); /* nsec is in [0, 1e9) */
 	return 0;
 }
 
 static __attribute__((noinline)) time_t time_slow(time_t *t, time_t tk, int have_tk)
 {
 	struct timespec ts;
-	uint16_t ep;
 	if (th__ready() && th__P.passthrough && have_tk) {
 		if (t)
 			*t = tk;
 		return tk;
 	}
-	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+	th__fine(TH_CK_REAL, 1, &ts);
 	if (have_tk && tk < ts.tv_sec - 1) {
 		/* The kernel's second is well behind the line's: REALTIME may
 		 * have been stepped back; a windup finds out. */
 		th__windup_try();
-		th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
+		th__fine(TH_CK_REAL, 1, &ts);
 	}
-	th__g3_raise(ts.tv_sec, ep);
 	if (t)
 		*t = ts.tv_sec;
 	return ts.tv_sec;

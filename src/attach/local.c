@@ -979,12 +979,31 @@ static void ns_to_ts(int64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)rem;
 }
 
-int th__fine_ts_slow(int ck, int ordered, struct timespec *ts, uint16_t *epoch)
+struct th_tv th__fine_slow_v(int ck, int ordered)
 {
 	uint64_t ns;
-	th__fine_slow(th__ck_line(ck), th__ck_sel(ck), ordered, &ns, epoch);
-	ns_to_ts((int64_t)ns, ts);
-	return 0;
+	uint16_t ep;
+	struct timespec ts;
+	th__fine_slow(th__ck_line(ck), th__ck_sel(ck), ordered, &ns, &ep);
+	ns_to_ts((int64_t)ns, &ts);
+	if (ck == TH_CK_REAL)
+		th__g3_raise(ts.tv_sec, ep);
+	return (struct th_tv){ts.tv_sec, ts.tv_nsec};
+}
+
+/* The fine read from the daemon's page, one copy per clock. */
+struct th_tv th__fine_shared_v(int ck, int ordered)
+{
+	struct th_timeline *tl = th__page_tl();
+	/* Acquire: pairs with the daemon's release commit. */
+	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	switch (ck) {
+	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1);
+	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1);
+	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1);
+	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1);
+	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1);
+	}
 }
 
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)

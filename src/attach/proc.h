@@ -139,37 +139,40 @@ static inline int th__ck_sel(int ck)
 	}
 }
 
-int th__fine_ts_slow(int ck, int ordered, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
+/* A reading as two registers (returned in rax:rdx on x86-64). */
+struct th_tv {
+	int64_t sec;
+	int64_t nsec;
+};
+struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
+struct th_tv th__fine_shared_v(int ck, int ordered) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 
-/*
- * Fine read of clock `ck` (TH_CK_*). Copies only the fields this clock needs
- * under the generation protocol (see th_snapshot for the pairing of each
- * fence), then reads the counter outside the retry loop: a record stays
- * exact over its whole window even after it has been superseded, so the
- * counter need not be taken inside the window; it must only be taken after
- * the copy, which the ordered read guarantees. The result is the anchor's
- * (sec, nsec) plus a delta of at most a window: no division.
- */
-static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered, struct timespec *ts,
-							     uint16_t *epoch)
+/* G3: remember the REALTIME second a fine read is about to return. */
+static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 {
-	/* No attach or fork check here: before the first attach the timeline
-	 * is empty (gen 0, slow path), and a fork child's inherited records
-	 * stay exact; the slow path and every windup check for a fork. */
-	struct th_timeline *tl = &th__P.tl;
-	if (ordered)
-		th_hw_ctr_fence();
-	TH_STEP("read_cur");
-	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-	/* Acquire (both loads): the page area is mapped and the shared floors
-	 * are set before the local word names the shared slot (th_commit's
-	 * release); the page's records before its own cur (the daemon's). */
-	const int shared = TH_CUR_SLOT(cur) == TH_SLOT_SHARED;
-	if (shared) {
-		tl = th__page_tl();
-		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-	}
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if (TH_LIKELY((int64_t)(w & TH_G3_SECMASK) >= sec))
+		return;
+	if (sec >= 0)
+		th__g3_raise_slow((uint64_t)sec, epoch);
+}
+
+/*
+ * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
+ * caller loaded (after the ordered read's fence). Copies only the fields this
+ * clock needs under the generation protocol (see th_snapshot for the pairing
+ * of each fence), then reads the counter: a record stays exact over its whole
+ * window even after it has been superseded, so the counter need not be taken
+ * inside the copy's window; the window reaches below the writer's sample, so
+ * a counter taken a few nanoseconds before the copy completes is still
+ * served. The result is the anchor's (sec, nsec) plus a delta of at most a
+ * window: no division. A REALTIME reading raises the G3 floor here.
+ * `shared` (a constant) adds the floors of the switch to the daemon's page.
+ */
+static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
+									int ck, int ordered, const int shared)
+{
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	TH_STEP("read_gen");
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -200,13 +203,13 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 	 * there, PR_SET_TSC may forbid it). */
 	uint64_t span = (uint64_t)(ddue - dlo);
 	if (TH_UNLIKELY(g == 0 || g2 != g || span == 0))
-		return th__fine_ts_slow(ck, ordered, ts, epoch);
+		return th__fine_slow_v(ck, ordered);
 	TH_STEP("read_counter");
-	/* Ordered reads issued the fence above, before the copy. */
+	/* Ordered reads issued the fence before the copy. */
 	uint64_t c = th_hw_ctr_relaxed();
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
-		return th__fine_ts_slow(ck, ordered, ts, epoch);
+		return th__fine_slow_v(ck, ordered);
 	/* Inside the fast window |d * rate| < 2^62 (TH_MAX_WINDOW_NS): one
 	 * 64-bit multiply per slope, both in parallel, the sign of d picks. */
 	int64_t ql = q + d * lo, qh = q + d * hi;
@@ -228,74 +231,123 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 			n = fn;
 		}
 	}
-	ts->tv_sec = (time_t)sec;
-	ts->tv_nsec = (long)n;
-	*epoch = ep;
+	if (ck == TH_CK_REAL)
+		th__g3_raise(sec, ep);
+	return (struct th_tv){sec, n};
+}
+
+static inline __attribute__((always_inline)) int th__read_tl(struct th_timeline *tl, uint64_t cur, int ck,
+							     int ordered, struct timespec *ts, const int shared)
+{
+	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared);
+	ts->tv_sec = (time_t)v.sec;
+	ts->tv_nsec = (long)v.nsec;
 	return 0;
 }
 
-/* G3: remember the REALTIME second a fine read is about to return. */
-static inline void th__g3_raise(int64_t sec, uint16_t epoch)
+/* The local word, after the ordered read's fence (issued before any load of
+ * the read, so that the copy and the counter read overlap). Acquire: the
+ * page area is mapped and the shared floors set before the word names the
+ * shared slot (the switch's release CAS). */
+static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 {
-	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_LIKELY((int64_t)(w & TH_G3_SECMASK) >= sec))
-		return;
-	if (sec >= 0)
-		th__g3_raise_slow((uint64_t)sec, epoch);
+	if (ordered)
+		th_hw_ctr_fence();
+	TH_STEP("read_cur");
+	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
+}
+
+/* The read of the daemon's page, for a function of one clock (api.c). */
+static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts)
+{
+	struct th_timeline *tl = th__page_tl();
+	/* Acquire: pairs with the daemon's release commit. */
+	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1);
+}
+
+/*
+ * Fine read of clock `ck`: the one reader behind every fine clock. No attach
+ * or fork check here: before the first attach the timeline is empty (gen 0,
+ * slow path), and a fork child's inherited records stay exact; the slow path
+ * and every windup check for a fork.
+ */
+static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int ordered)
+{
+	uint64_t cur = th__read_cur(ordered);
+	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
+		return th__fine_shared_v(ck, ordered);
+	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0);
+}
+
+static inline __attribute__((always_inline)) int th__fine(int ck, int ordered, struct timespec *ts)
+{
+	struct th_tv v = th__fine_v(ck, ordered);
+	ts->tv_sec = (time_t)v.sec;
+	ts->tv_nsec = (long)v.nsec;
+	return 0;
+}
+
+/* th__fine, also returning the REALTIME epoch of the G3 floor (for callers
+ * that raise the floor themselves; th__fine already did). */
+static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered, struct timespec *ts,
+							     uint16_t *epoch)
+{
+	th__fine(ck, ordered, ts);
+	*epoch = (uint16_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) >> 48);
+	return 0;
 }
 
 /*
  * Coarse MONOTONIC (ci 0) or REALTIME (ci 1): the line's value at the last
- * windup, kept fresh by the kernel's own tick.
+ * windup. Local records are refreshed at each kernel tick, so the kernel's
+ * coarse clock tells a stale one; the daemon refreshes its page every tick,
+ * and a page whose coarse second is more than a second behind the kernel's
+ * time() is stale (timehandsd stopped: the slow path checks on it and leaves
+ * shared mode). One attempt; anything unusual goes to the slow path.
  */
 static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts, uint16_t *epoch)
 {
-	if (TH_UNLIKELY(!th__ready() || !th_hw_have_kcoarse()))
-		return th__coarse_ts_slow(ci, ts, epoch);
-	struct timespec kts;
-	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
-	uint64_t kc = (uint64_t)kts.tv_sec * 1000000000u + (uint64_t)kts.tv_nsec;
+	/* Acquire: as in th__read_cur. */
+	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
+	const int shared = TH_CUR_SLOT(cur) == TH_SLOT_SHARED;
 	struct th_timeline *tl = &th__P.tl;
-	uint64_t coarse = 0, tick = 0;
-	int64_t dlo = 0, ddue = 0, sec = 0;
-	uint32_t nsec = 0;
-	uint16_t ep = 0;
-	unsigned t;
-	/* local records are refreshed each kernel tick, the page's each
-	 * publisher tick (which may land up to a kernel tick later) */
-	uint64_t stale = th__P.tick_ns / 2;
-	for (t = 0; t < TH_READ_TRIES; t++) {
-		uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
-		if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
-			/* as in th__fine_ts */
-			tl = th__page_tl();
-			cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-			stale = 2 * th__P.tick_ns;
-		}
-		struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
-		uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
-		if (TH_UNLIKELY(g == 0))
-			continue;
-		dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
-		ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
-		coarse = atomic_load_explicit(&r->coarse, memory_order_relaxed);
-		tick = atomic_load_explicit(&r->tick, memory_order_relaxed);
-		sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
-		nsec = (uint32_t)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
-		if (ci)
-			ep = atomic_load_explicit(&r->epoch, memory_order_relaxed);
-		/* as in th__fine_ts */
-		atomic_thread_fence(memory_order_acquire);
-		if (TH_LIKELY(atomic_load_explicit(&r->gen, memory_order_relaxed) == g))
-			break;
+	uint64_t fresh; /* kernel coarse MONOTONIC (local) or REALTIME second (shared) */
+	if (shared) {
+		time_t (*kt)(time_t *) = th_hw_ktime_fn();
+		if (TH_UNLIKELY(!kt))
+			return th__coarse_ts_slow(ci, ts, epoch);
+		fresh = (uint64_t)kt(NULL);
+		tl = th__page_tl();
+		/* Acquire: pairs with the daemon's release commit. */
+		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	} else {
+		if (TH_UNLIKELY(!th_hw_have_kcoarse()))
+			return th__coarse_ts_slow(ci, ts, epoch);
+		struct timespec kts;
+		th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
+		fresh = (uint64_t)kts.tv_sec * 1000000000u + (uint64_t)kts.tv_nsec;
 	}
+	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
+	int64_t ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
+	uint64_t coarse = atomic_load_explicit(&r->coarse, memory_order_relaxed);
+	uint64_t tick = atomic_load_explicit(&r->tick, memory_order_relaxed);
+	int64_t sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
+	uint32_t nsec =
+		(uint32_t)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
+	int64_t rsec = ci ? sec : atomic_load_explicit(&r->coarse_at[1].sec, memory_order_relaxed);
+	uint16_t ep = ci ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
+	/* as in th__read_tl */
+	atomic_thread_fence(memory_order_acquire);
+	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
 	uint64_t cf = atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed);
-	if (TH_UNLIKELY(t == TH_READ_TRIES || dlo == ddue || kc - tick >= stale || cf > coarse))
+	int stale = shared ? (int64_t)fresh > rsec + 1 : fresh - tick >= th__P.tick_ns / 2;
+	if (TH_UNLIKELY(g == 0 || g2 != g || dlo == ddue || stale || cf > coarse))
 		return th__coarse_ts_slow(ci, ts, epoch);
-	if (stale != th__P.tick_ns / 2) { /* shared: the floors of the switch */
+	if (shared) { /* the floors of the switch */
 		struct th_shared_floor *f = &th__P.sh_floor[ci ? TH_CK_REAL : TH_CK_MONO];
-		int64_t fs = atomic_load_explicit(&f->sec, memory_order_relaxed);
-		if (TH_UNLIKELY(sec <= fs))
+		if (TH_UNLIKELY(sec <= atomic_load_explicit(&f->sec, memory_order_relaxed)))
 			return th__coarse_ts_slow(ci, ts, epoch);
 	}
 	ts->tv_sec = (time_t)sec;

@@ -356,6 +356,33 @@ static void page_drop(struct th_proc *p, uint64_t now)
 	p->page_next_try = now + p->page_backoff;
 }
 
+/* 1 once the page's line, at the counter now, is at least 1 us above every
+ * floor of the switch; waits at most 200 us for it. */
+static int page_above_floors(struct th_proc *p)
+{
+	const int64_t margin = 1000;
+	for (int i = 0; i < 2000; i++) {
+		struct th_snap ps;
+		unsigned r = 0;
+		if (th_snapshot(th__page_tl(), &ps, &r) != 0 || ps.kind != TH_REC_LINE)
+			return 0;
+		int64_t d = (int64_t)(th_hw_ctr_ordered() - ps.anchor);
+		if (d < ps.dlo || d > ps.dhi)
+			return 0;
+		int ok = 1;
+		for (int ck = 0; ck < TH_NCLOCKS && ok; ck++) {
+			int64_t v = (int64_t)th_line_eval(&ps, th__ck_line(ck), d) + snap_offset(&ps, th__ck_sel(ck));
+			ok = v >= (int64_t)floor_ns(p, ck) + margin;
+		}
+		if (ok)
+			return 1;
+		TH_STEP("share_wait");
+		for (volatile int spin = 0; spin < 20; spin++)
+			;
+	}
+	return 0;
+}
+
 /*
  * Local (or kernel) -> shared: a TRANSIT record first (the guard argument of
  * install_line), then floors at the guard for every clock, then the shared
@@ -402,6 +429,12 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 										   memory_order_relaxed,
 										   memory_order_relaxed))
 			;
+		/* The page's line must have passed the floors (plus a margin for
+		 * a counter read a little early) before anyone is sent to it, so
+		 * that a fast shared read needs no floor: wait for it here, the
+		 * writer, a few microseconds at most, once per switch. */
+		if (!page_above_floors(p))
+			continue;
 		TH_STEP("share");
 		/* Release: the floors above, and the page mapping, are visible to
 		 * a reader whose acquire load of cur sees the shared slot. Fails

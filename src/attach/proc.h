@@ -168,11 +168,14 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  * a counter taken a few nanoseconds before the copy completes is still
  * served. The result is the anchor's (sec, nsec) plus a delta of at most a
  * window: no division. A REALTIME reading raises the G3 floor here.
- * `shared` (a constant) adds the floors of the switch to the daemon's page.
+ * `shared`: reading the daemon's page; the switch to it waited until the
+ * page's line was above everything this process had returned, so no floor
+ * is needed here (the slow paths still apply the floors).
  */
 static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
 									int ck, int ordered, const int shared)
 {
+	(void)shared;
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	TH_STEP("read_gen");
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -190,9 +193,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	}
 	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
 	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
-	uint16_t ep = ck == TH_CK_REAL || (shared && ck == TH_CK_TAI)
-			      ? atomic_load_explicit(&r->epoch, memory_order_relaxed)
-			      : 0;
+	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
 	/* Orders the copies before the re-load of gen; pairs with the writer's
 	 * release fence after it stored gen = 0. */
 	atomic_thread_fence(memory_order_acquire);
@@ -218,18 +219,6 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 		int64_t k = n / 1000000000 - (n < 0);
 		sec += k;
 		n -= k * 1000000000;
-	}
-	if (shared) {
-		/* never below what this process returned before the switch */
-		struct th_shared_floor *f = &th__P.sh_floor[ck];
-		int64_t fs = atomic_load_explicit(&f->sec, memory_order_relaxed);
-		int64_t fn = atomic_load_explicit(&f->nsec, memory_order_relaxed);
-		if (TH_UNLIKELY(sec < fs || (sec == fs && n < fn)) &&
-		    ((ck != TH_CK_REAL && ck != TH_CK_TAI) ||
-		     ep == atomic_load_explicit(&th__P.sh_epoch, memory_order_relaxed))) {
-			sec = fs;
-			n = fn;
-		}
 	}
 	if (ck == TH_CK_REAL)
 		th__g3_raise(sec, ep);

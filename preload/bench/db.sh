@@ -16,6 +16,9 @@ what=${1:?usage: db.sh redis|pgbench|pg_test_timing BUILD_DIR [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
 WINDOW=${WINDOW:-5}
+TX_TPCB=${TX_TPCB:-1500}     # pgbench transactions per client (4 clients)
+TX_SELECT=${TX_SELECT:-10000}
+HZ=$(getconf CLK_TCK)
 VARIANTS="libc timehands relaxed"
 TH=$(cd "$BUILD" && pwd)/tools/timehands
 [ -x "$TH" ] || { echo "build first: $TH" >&2; exit 1; }
@@ -124,16 +127,36 @@ pg_stop() {
 	runuser -u postgres -- "$PGBIN/pg_ctl" -D "$W/pg" -m fast -w stop >/dev/null
 }
 
+# CPU ticks of a PostgreSQL cluster: every live process of it, plus what the
+# postmaster has collected from the backends that exited.
+cluster_ticks() { # postmaster pid
+	{
+		sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13 + $14 + $15}'
+		for c in $(ps -o pid= --ppid "$1"); do
+			sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | awk '{print $12 + $13}'
+		done
+	} | awk '{s += $1} END {print s}'
+}
+
+# One round of one variant: a server under the variant, pgbench (same
+# variant) with a fixed number of transactions per client; transactions per
+# second (noisy) and the server's CPU time per transaction.
 pgbench_round() { # variant
 	pg_start "$1"
+	pm=$(head -1 "$W/pg/postmaster.pid")
 	for mode in tpcb select; do
-		flag=
-		[ $mode = select ] && flag=-S
+		flag= n=$TX_TPCB
+		[ $mode = select ] && flag=-S n=$TX_SELECT
+		c0=$(cluster_ticks "$pm")
 		# shellcheck disable=SC2046
-		tps=$(runuser -u postgres -- $(wrap "$1") "$PGBIN/pgbench" -h "$W" -p 55432 -c 4 -j 2 -T 8 $flag \
-			-n bench 2>"$W/err" | sed -n 's/^tps = \([0-9.]*\).*/\1/p')
+		runuser -u postgres -- $(wrap "$1") "$PGBIN/pgbench" -h "$W" -p 55432 -c 4 -j 2 -t "$n" $flag \
+			-n bench >"$W/out" 2>"$W/err"
+		sleep 0.3 # the postmaster reaps its backends
+		c1=$(cluster_ticks "$pm")
 		grep -i -E 'error|fatal' "$W/err" >&2 || true
-		echo "$tps" >>"$W/$1.$mode"
+		tx=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' "$W/out")
+		sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$W/out" >>"$W/$1.$mode"
+		echo "$c0 $c1 $tx $HZ" | awk '{printf "%.0f\n", ($2 - $1) * 1e9 / $4 / $3}' >>"$W/$1.server.$mode"
 	done
 	pg_stop
 }
@@ -188,14 +211,18 @@ pgbench)
 	runuser -u postgres -- "$PGBIN/pgbench" -h "$W" -p 55432 -i -s 10 -q bench >/dev/null 2>&1
 	pg_stop
 	context
-	echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'), pgbench -s 10 -c 4 -j 2 -T 8 (tpcb: default script, select: -S), server and client under the variant, fsync off"
+	echo "PostgreSQL $("$PGBIN/postgres" --version | awk '{print $3}'), pgbench -s 10 -c 4 -j 2, -t $TX_TPCB" \
+		"(tpcb: the default script) and -t $TX_SELECT -S (select), server and client under the variant," \
+		"variants interleaved, fsync off"
 	r=0
 	while [ $r -lt "$ROUNDS" ]; do
-		for v in libc timehands relaxed; do pgbench_round $v; done
+		for v in $VARIANTS; do pgbench_round $v; done
 		r=$((r + 1))
 	done
 	table "tps" tpcb select
-	echo "(medians of $ROUNDS interleaved rounds)"
+	echo
+	table "server ns/tx" server.tpcb server.select
+	echo "(medians of $ROUNDS interleaved rounds; ratio: to libc)"
 	if grep -i -E 'error|fatal|panic' "$W/pg.log" | grep -v -E 'database system is shut|terminating connection due to administrator'; then
 		echo "errors in the server log (above)" >&2
 	fi

@@ -14,6 +14,8 @@
 
 #define SIM_MAX_THREADS 8
 #define SIM_MAX_EVENTS 64
+#define SIM_MAX_CPUS 4
+#define SIM_FOREVER (-1) /* a stall duration: the thread never runs again (it died) */
 
 enum sim_event_kind {
 	EV_MONO_RATE,    /* kernel MONOTONIC rate: arg = ppb (NTP slew / frequency) */
@@ -36,7 +38,7 @@ struct sim_stall {
 	int thread;          /* -1: any thread */
 	const char *step;    /* TH_STEP name, or "kread"/"ctr" */
 	int occurrence;      /* which hit of that step (1-based); 0: every hit */
-	int64_t duration;    /* ns */
+	int64_t duration;    /* ns, or SIM_FOREVER */
 	int hits;
 	int fired;
 };
@@ -49,6 +51,11 @@ struct sim_config {
 	uint64_t ctr_start;      /* counter value at T = 0 (near 2^64 tests the wrap) */
 	double nominal_hz;       /* published frequency given to the library (0: none) */
 	int64_t skew[SIM_MAX_THREADS]; /* per-thread counter offset, counts */
+	int cpus;                /* CPUs the threads run on (0: one counter for all) */
+	int64_t cpu_skew[SIM_MAX_CPUS]; /* counter offset of each CPU, counts */
+	double migrate_prob;     /* chance that a thread moves to another CPU when switched out */
+	int expect_distrust;     /* the skew is large: the library must give up the counter */
+	int accuracy_soft;       /* with skew: G1/G5 beyond epsilon + skew are counted, not failed */
 	int64_t gap_ns;          /* max pause between a thread's reads */
 	int64_t long_pause_every; /* every N reads a pause of long_pause_ns (0: never) */
 	int64_t long_pause_ns;
@@ -66,6 +73,10 @@ struct sim_result {
 	uint64_t g1, g2, g3, g4, g5;
 	int64_t worst_g1_ns;
 	int64_t first_read_ns;   /* first_read_only: virtual time the first read took */
+	uint64_t fallbacks;      /* times the library gave up the counter */
+	int64_t detect_ns;       /* cpus with skew: virtual time the counter was distrusted (0: never) */
+	uint64_t reads_after_death; /* reads completed after a thread died (SIM_FOREVER) */
+	uint64_t soft;           /* accuracy_soft: G1/G5 misses counted but not failed */
 	char first[512];
 };
 

@@ -6,13 +6,14 @@
 #   preload/bench/db.sh redis   BUILD_DIR [ROUNDS]   redis-server + redis-benchmark
 #   preload/bench/db.sh pgbench BUILD_DIR [ROUNDS]   PostgreSQL + pgbench (run as root:
 #                                                    the server runs as user postgres)
+#   preload/bench/db.sh calls BUILD_DIR              clock reads per request of both
 #   preload/bench/db.sh pg_test_timing BUILD_DIR     PostgreSQL's own clock-cost probe
 #
 # Variants: libc (no preload), timehands (full guarantees), relaxed
 # (timehands run --relaxed). Every round starts fresh servers, so attach and
 # fork of the server's workers are exercised each time.
 set -eu
-what=${1:?usage: db.sh redis|pgbench|pg_test_timing BUILD_DIR [ROUNDS]}
+what=${1:?usage: db.sh redis|pgbench|calls|pg_test_timing BUILD_DIR [ROUNDS]}
 BUILD=${2:-build}
 ROUNDS=${3:-5}
 WINDOW=${WINDOW:-5}
@@ -227,6 +228,58 @@ pgbench)
 		echo "errors in the server log (above)" >&2
 	fi
 	;;
+calls)
+	# How often the servers read the clocks: the counting build of the
+	# preload appends each process's calls at exit.
+	COUNT=$(cd "$BUILD" && pwd)/preload/libtimehands-preload-count.so
+	[ -r "$COUNT" ] || { echo "build first: $COUNT" >&2; exit 1; }
+	export TH_PRELOAD_COUNT_FILE=$W/calls
+	context
+	per() { # file requests: calls per request of every entry point, summed over the lines
+		awk -v n="$2" '{for (i = 2; i <= NF; i++) {split($i, kv, "="); c[kv[1]] += kv[2]}}
+			END {for (k in c) if (c[k]) printf " %s %.2f", k, c[k] / n; print ""}' "$1"
+	}
+	if command -v redis-server >/dev/null; then
+		port=$((20000 + $$ % 10000))
+		"$TH" run --preload "$COUNT" redis-server --port "$port" --save "" --appendonly no \
+			--logfile "$W/redis.log" >/dev/null 2>&1 &
+		spid=$!
+		until redis-cli -p "$port" ping >/dev/null 2>&1; do sleep 0.05; done
+		: >"$W/calls"
+		for t in set get incr; do
+			"$TH" run --preload "$COUNT" redis-benchmark -p "$port" -t $t -n 100000 -c 50 -q >/dev/null
+		done
+		kill $spid
+		wait $spid 2>/dev/null || true
+		grep "^$spid " "$W/calls" >"$W/server"
+		grep -v "^$spid " "$W/calls" >"$W/client"
+		echo "redis-server, per request (SET, GET, INCR):$(per "$W/server" 300000)"
+		echo "redis-benchmark, per request:$(per "$W/client" 300000)"
+	fi
+	if [ -n "$PGBIN" ] && [ -x "$PGBIN/pgbench" ] && [ "$(id -u)" -eq 0 ]; then
+		chown postgres "$W"
+		runuser -u postgres -- "$PGBIN/initdb" -D "$W/pg" -A trust >/dev/null
+		echo "fsync = off" >>"$W/pg/postgresql.conf"
+		pg_start libc
+		runuser -u postgres -- "$PGBIN/createdb" -h "$W" -p 55432 bench
+		runuser -u postgres -- "$PGBIN/pgbench" -h "$W" -p 55432 -i -s 10 -q bench >/dev/null 2>&1
+		pg_stop
+		for mode in tpcb select; do
+			flag=
+			[ $mode = select ] && flag=-S
+			runuser -u postgres -- env TH_PRELOAD_COUNT_FILE="$W/calls" "$TH" run --preload "$COUNT" \
+				"$PGBIN/pg_ctl" -D "$W/pg" -l "$W/pg.log" -w -o "-k $W -p 55432 -c listen_addresses=''" \
+				start >/dev/null
+			: >"$W/calls"
+			chmod 666 "$W/calls"
+			runuser -u postgres -- "$PGBIN/pgbench" -h "$W" -p 55432 -c 4 -j 2 -t 2500 $flag -n bench >/dev/null
+			sleep 0.3
+			cp "$W/calls" "$W/backends"
+			pg_stop
+			echo "PostgreSQL backends, per transaction ($mode):$(per "$W/backends" 10000)"
+		done
+	fi
+	;;
 pg_test_timing)
 	[ -x "$PGBIN/pg_test_timing" ] || { echo "needs PostgreSQL's pg_test_timing" >&2; exit 1; }
 	context
@@ -236,7 +289,7 @@ pg_test_timing)
 	done
 	;;
 *)
-	echo "usage: db.sh redis|pgbench|pg_test_timing BUILD_DIR [ROUNDS]" >&2
+	echo "usage: db.sh redis|pgbench|calls|pg_test_timing BUILD_DIR [ROUNDS]" >&2
 	exit 2
 	;;
 esac

@@ -248,22 +248,29 @@ static __attribute__((noinline)) time_t time_other(time_t *t)
 }
 
 /*
+ * The kernel's time() for the fast path below, set by the constructor unless
+ * TIMEHANDS_DISABLE=1; NULL before it, where there is no vDSO time(), and in
+ * pass-through, all of which take time_other(). Relaxed: a pointer to code
+ * that exists for the life of the process; nothing else is published with it.
+ */
+static time_t (*_Atomic preload_ktime)(time_t *);
+
+/*
  * th_time()'s fast path, inlined here (the header's th__time_inline() does
  * the same for programs): the kernel's cached second when it equals the G3
  * floor, the largest second a fine REALTIME read of this process returned;
- * anything else (another second, no vDSO time(), before attach, a mode) goes
- * to th_time(), which decides with a fine read. Each call saved here is a
- * good part of the cost, the kernel's own time() being a single load.
+ * anything else (another second, before the constructor, a mode) goes to
+ * th_time(), which decides with a fine read. Each instruction saved counts
+ * here: the kernel's own time() is a single load.
  */
 TH_EXPORT time_t time(time_t *t)
 {
 	COUNT(TIME);
-	/* th_vdso is written once at attach; a NULL (before, or no vDSO time())
-	 * takes th_time(). Relaxed loads: see th_time() in api.c; the floor is
-	 * one word, and the relaxed mode does not apply to time(). */
-	time_t (*kt)(time_t *) = th_vdso.time;
-	if (TH_LIKELY(kt != NULL) && TH_LIKELY(mode_now() != PRELOAD_KERNEL)) {
+	time_t (*kt)(time_t *) = atomic_load_explicit(&preload_ktime, memory_order_relaxed);
+	if (TH_LIKELY(kt != NULL)) {
 		time_t tk = kt(NULL);
+		/* Relaxed, as in th_time(): the floor is one word, raised at
+		 * most once per second. */
 		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
 			if (t)
@@ -541,6 +548,8 @@ __attribute__((constructor)) static void preload_attach(void)
 	 * are ordered after them by pthread_create. */
 	atomic_store_explicit(&preload_cputime_coarse, coarse, memory_order_relaxed);
 	atomic_store_explicit(&preload_mode, mode, memory_order_relaxed);
+	if (mode != PRELOAD_KERNEL)
+		atomic_store_explicit(&preload_ktime, th_vdso.time, memory_order_relaxed);
 #ifdef TH_PRELOAD_COUNT
 	atomic_store_explicit(&th_preload_ctor_ran, 1, memory_order_relaxed);
 #endif

@@ -194,6 +194,14 @@ sandbox)
 	th --cputime coarse "$B/compat_sandbox" seccomp || fail "seccomp, coarse CPU time"
 	th --disable "$B/compat_sandbox" seccomp || fail "seccomp, disabled"
 	;;
+seccomp-page)
+	# A page was asked for (or the daemon's socket exists) but none is
+	# usable: the library must not look for it again from a read once the
+	# program may have locked itself down (G9: after attach, nothing but
+	# clock reads). Longer than the library's first retry backoff (1 s).
+	TH_COMPAT_SANDBOX_MS=2500 th --page "$TMP/no-such-page" "$B/compat_sandbox" seccomp ||
+		fail "seccomp with TIMEHANDS_PAGE set and no daemon: status $? (159: killed by the filter)"
+	;;
 noalloc)
 	"$B/compat_noalloc" || fail "without the preload"
 	th "$B/compat_noalloc" || fail "under the preload"

@@ -172,7 +172,7 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
  * here to read the clocks from a handler that interrupted a windup). */
 void (*th__test_windup_hook)(void) TH_HIDDEN;
 
-static void local_windup(struct th_proc *p)
+static void local_windup(struct th_proc *p, int joining)
 {
 	struct th_snap s;
 	unsigned retries = 0;
@@ -225,11 +225,16 @@ static void local_windup(struct th_proc *p)
 		if (d >= s.dmin && d <= s.dhi) {
 			struct th_rec_val v;
 			TH_STEP("plan");
-			/* A sample too wide to steer by only refreshes. */
-			if (d >= 0 && !(fl & TH_OBS_BAD))
+			/* A sample too wide to steer by only refreshes; so does a
+			 * line that is left to run out (joining the page), whose
+			 * due point stays at its expiry. */
+			if (d >= 0 && !(fl & TH_OBS_BAD) && !joining) {
 				th_plan_next(&p->disc, &s, &smp, &v);
-			else
+			} else {
 				th_plan_refresh(&p->disc, &s, &smp, &v);
+				if (joining)
+					v.ddue = v.dhi;
+			}
 			if (th_commit(&p->tl, x, &v) == 0)
 				return;
 			/* An announcement: the record expired while we worked. */
@@ -416,14 +421,11 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		set_floor(p, TH_CK_BOOT, gm + p->disc.off_boot);
 		set_floor(p, TH_CK_TAI, gm + p->disc.off_tai);
 		set_floor(p, TH_CK_RAW, (int64_t)t.guard[TH_RAW]);
-		atomic_store_explicit(&p->sh_epoch, ps->epoch, memory_order_relaxed);
-		/* The seconds floor of G3 continues in the page's epoch numbering
-		 * (same REALTIME, another counter of its steps). */
-		uint64_t w = atomic_load_explicit(&p->g3, memory_order_relaxed);
-		if ((uint16_t)(w >> 48) != ps->epoch)
-			atomic_compare_exchange_strong_explicit(&p->g3, &w,
-								((uint64_t)ps->epoch << 48) | (w & TH_G3_SECMASK),
-								memory_order_relaxed, memory_order_relaxed);
+		/* The page's epochs continue this process's numbering: its
+		 * epoch now is ours now (same REALTIME offset, as far as either
+		 * knows). Relaxed: published by the release CAS below. */
+		atomic_store_explicit(&p->sh_delta, (uint16_t)(p->disc.epoch - ps->epoch), memory_order_relaxed);
+		atomic_store_explicit(&p->sh_epoch, p->disc.epoch, memory_order_relaxed);
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
 										   memory_order_relaxed,
@@ -477,6 +479,18 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 	base.coarse = have ? ps.coarse : 0;
 	base.cur = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
 	if (have && ps.kind == TH_REC_LINE) {
+		/* The page's slope is the freshest estimate of the kernel's
+		 * rate (the local one may be as old as the shared period):
+		 * start the local discipline from it, with a new baseline. */
+		for (int l = 0; l < TH_NLINES; l++) {
+			struct th_line_disc *L = &p->disc.line[l];
+			if (ps.hi[l] > 0) {
+				L->rate = (double)ps.hi[l] / 4294967296.0;
+				L->unc = 20e-6;
+				L->have = 1;
+				L->have_last = 0;
+			}
+		}
 		p->disc.off_real = ps.off_real;
 		p->disc.off_boot = ps.off_boot;
 		p->disc.off_tai = ps.off_tai;
@@ -486,7 +500,7 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 		if (p->disc.off_boot_hw < 50)
 			p->disc.off_boot_hw = 50;
 		p->disc.have_offsets = 1;
-		p->disc.epoch = ps.epoch;
+		p->disc.epoch = (uint16_t)(ps.epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
 	}
 	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
 	TH_STEP("unshare");
@@ -501,12 +515,21 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 		page_drop(p, now); /* nobody is told to read it any more */
 }
 
-/* After a local windup: look for the daemon's page and switch to it when it
- * is usable. */
-static void try_shared(struct th_proc *p, int timeout_ms)
+/*
+ * Look for the daemon's page and switch to it when it is usable. Returns 1
+ * when the page is in use or being joined (nothing else to publish), 0 when
+ * the local line goes on.
+ *
+ * A local line that is still valid may be served up to its ceiling, up to a
+ * window ahead of the kernel: switching then would hold the floors of the
+ * switch that far up. It is left to run out instead (its due point is moved
+ * to its expiry, so no reader winds it up); the first reader past the expiry
+ * comes back here and switches from a ceiling the kernel has reached.
+ */
+static int try_shared(struct th_proc *p, int timeout_ms)
 {
 	if (p->passthrough || !p->page_wanted)
-		return;
+		return 0;
 	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
 	page_attach(p, now, timeout_ms);
 	struct th_snap ps;
@@ -514,9 +537,22 @@ static void try_shared(struct th_proc *p, int timeout_ms)
 	if (!page_usable(p, now, &ps, &dead)) {
 		if (dead)
 			page_drop(p, now);
-		return;
+		return 0;
+	}
+	struct th_snap cur;
+	unsigned r = 0;
+	if (th_snapshot(&p->tl, &cur, &r) == 0 && cur.kind == TH_REC_LINE) {
+		int64_t d = (int64_t)(th_hw_ctr_ordered() - cur.anchor);
+		if (d <= cur.dhi) {
+			/* joining: the same line with fresh offsets and coarse
+			 * value (a REALTIME step is still followed), never due */
+			TH_STEP("join");
+			local_windup(p, 1);
+			return 1;
+		}
 	}
 	switch_to_shared(p, &ps);
+	return 1;
 }
 
 static void windup_locked(struct th_proc *p)
@@ -534,8 +570,9 @@ static void windup_locked(struct th_proc *p)
 			leave_shared(p, now, dead);
 		return;
 	}
-	local_windup(p);
-	try_shared(p, 2);
+	if (try_shared(p, 2))
+		return;
+	local_windup(p, 0);
 }
 
 int th__windup_try(void)
@@ -716,8 +753,8 @@ int th__attach(void)
 		publish_kernel(p, have ? &prev : NULL, &s, p->tick_ns);
 		try_shared(p, 1); /* the daemon may vouch for the counter */
 	} else {
-		local_windup(p);
-		try_shared(p, 1); /* at most a millisecond at start (G8) */
+		local_windup(p, 0);
+		try_shared(p, 1); /* at most a millisecond at start (G8); joins */
 	}
 	atomic_store_explicit(&p->lock, 0, memory_order_release);
 	publish_fast_state();
@@ -738,9 +775,9 @@ void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 	uint64_t want = ((uint64_t)epoch << 48) | sec;
 	/* Relaxed is enough: G3 is about reads ordered by happens-before, and
-	 * coherence orders the accesses to this one word. A record of an older
-	 * epoch never raises the floor of a newer one. */
-	while ((uint16_t)(w >> 48) == epoch && (w & TH_G3_SECMASK) < sec)
+	 * coherence orders the accesses to this one word. (epoch, second)
+	 * only ever increases (see th__g3_raise). */
+	while (w < want)
 		if (atomic_compare_exchange_weak_explicit(&th__P.g3, &w, want, memory_order_relaxed,
 							  memory_order_relaxed))
 			return;
@@ -794,6 +831,12 @@ static int ck_of(int line, int sel)
 	}
 }
 
+/* A page record's REALTIME epoch in this process's numbering. */
+static uint16_t page_epoch(struct th_proc *p, uint16_t e)
+{
+	return (uint16_t)(e + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
+}
+
 /* A shared-mode value never below the floor of the switch (REALTIME and
  * TAI: only while the page's epoch is the one of the switch). */
 static uint64_t above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch)
@@ -822,7 +865,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	int ck = ck_of(line, sel);
 	int have = th_snapshot(th__page_tl(), &ps, &retries) == 0;
 	if (have) {
-		*epoch = ps.epoch;
+		*epoch = page_epoch(p, ps.epoch);
 		if (ps.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
 			int64_t d = (int64_t)(c - ps.anchor);
@@ -832,7 +875,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 				if (d < ps.dlo)
 					d = ps.dlo;
 				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
-				*ns = above_floor(p, v, ck, ps.epoch);
+				*ns = above_floor(p, v, ck, page_epoch(p, ps.epoch));
 				return 1;
 			}
 		}
@@ -852,7 +895,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 			   : sel == TH_SEL_BOOT ? p->disc.off_boot
 			   : sel == TH_SEL_TAI  ? p->disc.off_tai
 						: 0;
-	*ns = above_floor(p, v + (uint64_t)off, ck, have ? ps.epoch : 0);
+	*ns = above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
 	return 1;
 }
 
@@ -860,8 +903,11 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
 	*epoch = 0;
-	if (!th__ready() && th__attach() != 0)
-		return kernel_exact(line, sel, ns);
+	/* Another thread may be attaching: the records it has published so
+	 * far are used like any others (its windup holds the lock); with none
+	 * yet, the kernel's clock is what every reader got so far. */
+	if (!th__ready())
+		th__attach();
 	struct th_snap s;
 	int have = 0;
 	for (int pass = 0; pass < 4; pass++) {
@@ -927,10 +973,8 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
 	*epoch = 0;
-	if (!th__ready() && th__attach() != 0) {
-		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
-		return 0;
-	}
+	if (!th__ready())
+		th__attach(); /* as in th__fine_slow */
 	if (p->passthrough) {
 		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
 		return 0;
@@ -947,10 +991,10 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			 * does, a fine reading. */
 			if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE && p->have_kcoarse &&
 			    kc - s.tick < 2 * p->tick_ns) {
-				*epoch = s.epoch;
+				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
-				v = above_floor(p, v, TH_CK_MONO, s.epoch);
-				uint64_t vr = above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, s.epoch);
+				v = above_floor(p, v, TH_CK_MONO, page_epoch(p, s.epoch));
+				uint64_t vr = above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, page_epoch(p, s.epoch));
 				*ns = sel == TH_SEL_REAL ? vr : v;
 				return 0;
 			}
@@ -993,11 +1037,14 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		return 0;
 	}
 	/* A fine reading is a valid coarse one; remember it so that coarse
-	 * stays monotonic when an older coarse value is published later. */
+	 * stays monotonic when an older coarse value is published later. The
+	 * floor is in MONOTONIC: for REALTIME, take it after the returned
+	 * reading, so that floor + offset is not below it. */
+	uint64_t r = sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : 0;
 	uint64_t m = fine_ns(TH_CK_MONO);
 	if (p->have_kcoarse)
 		raise_coarse_floor(p, m);
-	*ns = sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : m;
+	*ns = sel == TH_SEL_REAL ? r : m;
 	return 0;
 }
 

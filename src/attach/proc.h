@@ -75,7 +75,12 @@ struct th_proc {
 	_Atomic uint64_t coarse_floor;
 	_Atomic uint32_t lock; /* windup try-lock: 0 free, 1 held */
 	struct th_shared_floor sh_floor[TH_NCLOCKS];
-	_Atomic uint32_t sh_epoch;  /* the page's REALTIME epoch at the switch */
+	/* The page numbers its REALTIME steps (epochs) itself; this process
+	 * reads them as page epoch + sh_delta, so that its own numbering goes
+	 * on across switches (the G3 floor orders by epoch). sh_epoch: the
+	 * epoch, in this numbering, of the floors of the last switch. */
+	_Atomic uint32_t sh_delta;
+	_Atomic uint32_t sh_epoch;
 
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
@@ -148,14 +153,16 @@ struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
 struct th_tv th__fine_shared_v(int ck, int ordered) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 
-/* G3: remember the REALTIME second a fine read is about to return. */
+/* G3: remember the REALTIME second a fine read is about to return. The word
+ * orders (epoch, second): a reading of a newer epoch (the kernel stepped
+ * REALTIME, the record followed) replaces a floor of an older one, whatever
+ * its second; a reading of an older epoch never touches a newer floor. */
 static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 {
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_LIKELY((int64_t)(w & TH_G3_SECMASK) >= sec))
+	if (TH_LIKELY(sec < 0 || w >= (((uint64_t)epoch << 48) | (uint64_t)sec)))
 		return;
-	if (sec >= 0)
-		th__g3_raise_slow((uint64_t)sec, epoch);
+	th__g3_raise_slow((uint64_t)sec, epoch);
 }
 
 /*
@@ -194,6 +201,8 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
 	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
 	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
+	if (shared && ck == TH_CK_REAL)
+		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
 	/* Orders the copies before the re-load of gen; pairs with the writer's
 	 * release fence after it stored gen = 0. */
 	atomic_thread_fence(memory_order_acquire);
@@ -327,6 +336,8 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 		(uint32_t)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
 	int64_t rsec = ci ? sec : atomic_load_explicit(&r->coarse_at[1].sec, memory_order_relaxed);
 	uint16_t ep = ci ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
+	if (shared && ci)
+		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
 	/* as in th__read_tl */
 	atomic_thread_fence(memory_order_acquire);
 	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);

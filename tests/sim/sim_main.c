@@ -207,7 +207,46 @@ struct scenario {
 	scenario_fn fn;
 };
 
+/* Shared mode: a virtual timehandsd publishes; the process switches to its
+ * page and back when it stops, dies, restarts. */
+static void sc_shared(struct sim_config *c)
+{
+	c->daemon = 1;
+}
+
+static void sc_shared_stop(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->duration_ns = 400 * MS;
+	for (int i = 0; i < 12; i++)
+		sim_add_event(c, (20 + 30 * i) * MS + i * 777777, EV_DAEMON_STOP, (i % 4 == 3 ? 25 : 3 + i) * MS, 0);
+}
+
+static void sc_shared_kill(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->duration_ns = 300 * MS;
+	sim_add_event(c, 60 * MS + 123457, EV_DAEMON_KILL, 0, 0);
+	sim_add_event(c, 140 * MS, EV_DAEMON_START, 0, 0);
+	sim_add_event(c, 220 * MS + 55555, EV_DAEMON_KILL, 0, 0);
+}
+
+static void sc_shared_events(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->duration_ns = 300 * MS;
+	sim_add_event(c, 40 * MS, EV_MONO_RATE, 400000, 0);
+	sim_add_event(c, 90 * MS, EV_STEP_REAL, 3600 * S, 0);
+	sim_add_event(c, 130 * MS, EV_DAEMON_STOP, 20 * MS, 0);
+	sim_add_event(c, 170 * MS, EV_STEP_REAL, -3600 * S, 0);
+	sim_add_event(c, 210 * MS, EV_MONO_RATE, -300000, 0);
+}
+
 static const struct scenario scenarios[] = {
+	{"shared", sc_shared},
+	{"shared-stop", sc_shared_stop},
+	{"shared-kill", sc_shared_kill},
+	{"shared-events", sc_shared_events},
 	{"baseline", sc_baseline},
 	{"slew", sc_slew},
 	{"step", sc_step},
@@ -243,6 +282,10 @@ static int stall_sweep(uint64_t seed, int verbose, const char *step, int occ_onl
 			struct sim_config c;
 			sim_config_default(&c, seed + (uint64_t)i * 131 + (uint64_t)occ);
 			c.duration_ns = 120 * MS;
+			/* the middle occurrence with a virtual timehandsd: the stall
+			 * may then hit the daemon or a process switching to or
+			 * from its page */
+			c.daemon = occ == 4;
 			sim_add_stall(&c, -1, sim_writer_steps[i], occ, 25 * MS);
 			struct sim_result r;
 			sim_run(&c, &r);

@@ -11,6 +11,7 @@
 #include <ucontext.h>
 
 #include "attach/proc.h"
+#include "vdaemon.h"
 #include "timehands.h"
 
 void th_sim_reset_process(void);
@@ -100,6 +101,8 @@ static void note_offsets(void)
 	}
 }
 
+static void daemon_event(const struct sim_event *e);
+
 static void apply_events(void)
 {
 	for (int i = 0; i < W.nev; i++) {
@@ -144,6 +147,11 @@ static void apply_events(void)
 			break;
 		case EV_TAI_OFFSET:
 			W.tai_sec = e->arg;
+			break;
+		case EV_DAEMON_STOP:
+		case EV_DAEMON_KILL:
+		case EV_DAEMON_START:
+			daemon_event(e);
 			break;
 		}
 		if (e->kind == EV_SUSPEND || e->kind == EV_CTR_JUMP || e->kind == EV_CTR_RATE)
@@ -297,6 +305,8 @@ void th_sim_first_attach(struct th_proc *p)
 	p->tick_ns = (uint64_t)W.tick;
 	p->have_kcoarse = 1;
 	p->have_ktime = 1;
+	p->page_wanted = W.cfg->daemon;
+	strcpy(p->cfg.page, "sim");
 }
 
 /* ------------------------------------------------------------ oracle */
@@ -360,6 +370,14 @@ static void violation(uint64_t *counter, const char *fmt, ...)
 	if (counter == &O.res->soft)
 		return; /* measured only */
 	O.res->violations++;
+	if (trace) {
+		va_list aq;
+		va_start(aq, fmt);
+		printf("VIOLATION: ");
+		vprintf(fmt, aq);
+		printf("\n");
+		va_end(aq);
+	}
 	if (!O.res->first[0]) {
 		va_list ap;
 		va_start(ap, fmt);
@@ -398,23 +416,35 @@ static int trace_on(void)
 
 static uint64_t trace_cur;
 
+static uint64_t trace_page_cur;
+
 static void trace_records(void)
 {
 	uint64_t c = atomic_load(&th__P.tl.cur);
-	if (!trace || in_trace || TH_CUR_ID(c) == TH_CUR_ID(trace_cur))
+	uint64_t pc = atomic_load(&th__page_tl()->cur);
+	if (!trace || in_trace || (TH_CUR_ID(c) == TH_CUR_ID(trace_cur) && TH_CUR_ID(pc) == TH_CUR_ID(trace_page_cur)))
 		return;
+	int page = TH_CUR_ID(c) == TH_CUR_ID(trace_cur);
+	if (page)
+		trace_page_cur = pc;
+	else
+		trace_cur = c;
+	if (!page && TH_CUR_SLOT(c) == TH_SLOT_SHARED) {
+		printf("  T=%lld local seq %u: SHARED\n", (long long)W.T, TH_CUR_SEQ(c));
+		return;
+	}
 	in_trace = 1;
-	trace_cur = c;
 	struct th_snap s;
 	unsigned r = 0;
-	int bad = th_snapshot(&th__P.tl, &s, &r);
+	int bad = th_snapshot(page ? th__page_tl() : &th__P.tl, &s, &r);
 	in_trace = 0;
 	if (bad)
 		return;
+	printf("  %s", page ? "PAGE" : "local");
 	int64_t ctr_now = (int64_t)(ctr_at(W.T) - s.anchor);
-	printf("  T=%lld rec seq %u kind %u anchor-now %lld dlo %lld ddue %lld dhi %lld dmin %lld mono %llu "
+	printf(" T=%lld rec seq %u kind %u anchor-now %lld dlo %lld ddue %lld dhi %lld dmin %lld mono %llu "
 	       "lo %lld hi %lld ceil %llu guard %llu bound %u | kernel mono %lld\n",
-	       (long long)W.T, TH_CUR_SEQ(c), s.kind, (long long)-ctr_now, (long long)s.dlo, (long long)s.ddue,
+	       (long long)W.T, TH_CUR_SEQ(page ? pc : c), s.kind, (long long)-ctr_now, (long long)s.dlo, (long long)s.ddue,
 	       (long long)s.dhi, (long long)s.dmin, (unsigned long long)s.ns[0], (long long)s.lo[0],
 	       (long long)s.hi[0], (unsigned long long)s.ceil[0], (unsigned long long)s.guard[0], s.bound[0],
 	       (long long)mono_at(W.T));
@@ -495,8 +525,8 @@ static void do_read(int op)
 	O.reads++;
 	const char *name = op_name[op];
 	if (trace)
-		printf("T=%lld..%lld th%d %s = %lld (line %lld..%lld)\n", (long long)t0, (long long)t1, cur, name,
-		       (long long)v, (long long)l0, (long long)l1);
+		printf("T=%lld..%lld th%d %s = %lld (line %lld..%lld) cf %llu\n", (long long)t0, (long long)t1, cur, name,
+		       (long long)v, (long long)l0, (long long)l1, (unsigned long long)atomic_load(&th__P.coarse_floor));
 
 	/* epsilon: 1 us; plus what a change of the kernel's rate explains until
 	 * the discipline has absorbed it (the new slope starts half a window
@@ -625,16 +655,71 @@ static void reader_main(int id)
 	TH[id].done = 1;
 }
 
+/* ------------------------------------------------------------ virtual daemon */
+
+static int daemon_id = -1;
+
+static void daemon_main(void)
+{
+	vd_init((uint64_t)W.tick, W.cfg->nominal_hz);
+	while (W.T < W.cfg->duration_ns) {
+		vd_windup();
+		/* sleep until the next tick of the virtual kernel */
+		TH[cur].stall_until = W.T - (W.T % W.tick) + W.tick;
+		swapcontext(&TH[cur].ctx, &sched_ctx);
+	}
+	TH[cur].done = 1;
+}
+
 static void trampoline(unsigned lo, unsigned hi)
 {
 	int id = (int)lo;
 	(void)hi;
-	reader_main(id);
+	if (id == daemon_id)
+		daemon_main();
+	else
+		reader_main(id);
 	swapcontext(&TH[id].ctx, &sched_ctx);
 }
 
+static void make_thread(int i)
+{
+	struct vthread *t = &TH[i];
+	char *stack = t->stack;
+	memset(t, 0, sizeof *t);
+	t->id = i;
+	t->cpu = W.cfg->cpus > 0 ? i % W.cfg->cpus : 0;
+	t->stack = stack ? stack : malloc(1 << 18);
+	getcontext(&t->ctx);
+	t->ctx.uc_stack.ss_sp = t->stack;
+	t->ctx.uc_stack.ss_size = 1 << 18;
+	t->ctx.uc_link = &sched_ctx;
+	makecontext(&t->ctx, (void (*)(void))trampoline, 2, (unsigned)i, 0u);
+}
+
+static void daemon_event(const struct sim_event *e)
+{
+	if (daemon_id < 0)
+		return;
+	struct vthread *t = &TH[daemon_id];
+	switch (e->kind) {
+	case EV_DAEMON_STOP: /* SIGSTOP now, SIGCONT arg ns later */
+		t->stall_until = W.T + e->arg;
+		break;
+	case EV_DAEMON_KILL: /* wherever it is, even in the middle of a publication */
+		t->frozen = 1;
+		vd_kill();
+		break;
+	case EV_DAEMON_START:
+		if (t->frozen)
+			make_thread(daemon_id); /* a new process: new page, fresh state */
+		break;
+	}
+}
+
 const char *const sim_writer_steps[] = {"lock", "sample", "observe", "plan", "transit", "write_gen0",
-					"write_fields", "write_gen", "commit", "unlock", "announce", NULL};
+					"write_fields", "write_gen", "commit", "unlock", "announce", "join",
+					"share", "share_wait", "unshare", NULL};
 
 void sim_config_default(struct sim_config *cfg, uint64_t seed)
 {
@@ -706,18 +791,14 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 		return;
 	}
 
-	nthreads = cfg->threads < SIM_MAX_THREADS ? cfg->threads : SIM_MAX_THREADS;
+	nthreads = cfg->threads < SIM_MAX_THREADS - 1 ? cfg->threads : SIM_MAX_THREADS - 1;
+	daemon_id = cfg->daemon ? nthreads : -1;
+	if (cfg->daemon)
+		nthreads++;
+	memset(&th__page_area, 0, sizeof th__page_area);
 	for (int i = 0; i < nthreads; i++) {
-		struct vthread *t = &TH[i];
-		memset(t, 0, sizeof *t);
-		t->id = i;
-		t->cpu = cfg->cpus > 0 ? i % cfg->cpus : 0;
-		t->stack = malloc(1 << 18);
-		getcontext(&t->ctx);
-		t->ctx.uc_stack.ss_sp = t->stack;
-		t->ctx.uc_stack.ss_size = 1 << 18;
-		t->ctx.uc_link = &sched_ctx;
-		makecontext(&t->ctx, (void (*)(void))trampoline, 2, (unsigned)i, 0u);
+		TH[i].stack = NULL;
+		make_thread(i);
 	}
 	for (;;) {
 		int runnable[SIM_MAX_THREADS], nr = 0, alive = 0;

@@ -25,6 +25,9 @@ enum sim_event_kind {
 	EV_CTR_JUMP,     /* counter jumps by arg counts (snapshot restore, migration) */
 	EV_CTR_RATE,     /* counter frequency becomes arg Hz (migration to another host) */
 	EV_TAI_OFFSET,   /* TAI - REALTIME becomes arg seconds */
+	EV_DAEMON_STOP,  /* the virtual timehandsd stops for arg ns (SIGSTOP ... SIGCONT) */
+	EV_DAEMON_KILL,  /* the virtual timehandsd dies */
+	EV_DAEMON_START, /* a new virtual timehandsd starts (after a kill) */
 };
 
 struct sim_event {
@@ -66,6 +69,7 @@ struct sim_config {
 	int nstalls;
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
 	int first_read_only;     /* only the first read of a fresh process (G8) */
+	int daemon;              /* run a virtual timehandsd; the process may read its page */
 };
 
 struct sim_result {

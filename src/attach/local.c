@@ -334,7 +334,13 @@ static int page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int 
 	return 1;
 }
 
-/* Try to map the daemon's page (at most every page_backoff). */
+/*
+ * Try to map the daemon's page (at most every page_backoff). The first
+ * attempt is made at attach; later ones, from a windup, only in a process
+ * that has used a page before (to pick up a restarted daemon): a process that
+ * never found one makes no further system calls for it, since a program may
+ * lock itself down (seccomp) once its clocks work (G9).
+ */
 static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 {
 	if (p->page.hdr || !p->page_wanted || now < p->page_next_try)
@@ -345,19 +351,22 @@ static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 	if (rc == 0) {
 		p->page_backoff = 0;
 		p->page_reason[0] = 0;
+		p->page_seen = 1;
 		return;
 	}
 	copy_reason(p->page_reason, sizeof p->page_reason, "no timehandsd page: ", why);
-	p->page_backoff = p->page_backoff ? p->page_backoff * 2 : NS_PER_S;
-	if (p->page_backoff > 30 * (uint64_t)NS_PER_S)
-		p->page_backoff = 30 * (uint64_t)NS_PER_S;
+	if (!p->page_seen)
+		p->page_wanted = 0;
+	p->page_backoff = p->page_backoff ? p->page_backoff * 2 : p->page_retry_ns;
+	if (p->page_backoff > 30 * p->page_retry_ns)
+		p->page_backoff = 30 * p->page_retry_ns;
 	p->page_next_try = now + p->page_backoff;
 }
 
 static void page_drop(struct th_proc *p, uint64_t now)
 {
 	th_page_detach(&p->page);
-	p->page_backoff = p->page_backoff ? p->page_backoff : NS_PER_S;
+	p->page_backoff = p->page_backoff ? p->page_backoff : p->page_retry_ns;
 	p->page_next_try = now + p->page_backoff;
 }
 
@@ -685,6 +694,7 @@ static void first_attach(struct th_proc *p)
 	 * socket exists: a process on a machine without the daemon makes no
 	 * further system calls for it (seccomp-confined programs). */
 	struct stat st;
+	p->page_retry_ns = NS_PER_S;
 	p->page_wanted = !p->passthrough && strcmp(p->cfg.page, "none") != 0 &&
 			 (getenv("TIMEHANDS_PAGE") != NULL || stat(p->cfg.page, &st) == 0);
 	if (!p->page_wanted && !p->passthrough)

@@ -102,9 +102,11 @@ struct th_proc {
 	char reason[192];
 	/* shared page (under `lock`) */
 	struct th_page_map page;     /* attached page, or zeroed */
-	int page_wanted;             /* look for a daemon: configured or seen once */
+	int page_wanted;             /* look for a daemon */
+	int page_seen;               /* a page was attached once: look again after a restart */
 	uint64_t page_next_try;      /* kernel MONOTONIC of the next attach attempt */
 	uint64_t page_backoff;
+	uint64_t page_retry_ns;      /* first backoff after a failed attempt (1 s) */
 	char page_reason[160];       /* why not shared */
 
 	_Atomic uint64_t windups, retries, slow_reads, fallbacks;

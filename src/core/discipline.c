@@ -239,7 +239,7 @@ static int64_t q32(double rate)
 /* Slope that removes `err_ns` (line minus kernel) over a horizon, bounded. */
 static double steer(const struct th_disc *d, double rate, double err_ns, double window_ns)
 {
-	double horizon = 4.0 * window_ns;
+	double horizon = 2.0 * window_ns;
 	if (horizon < 2e6)
 		horizon = 2e6;
 	double slew = -err_ns / horizon;

@@ -306,6 +306,7 @@ void th_sim_first_attach(struct th_proc *p)
 	p->have_kcoarse = 1;
 	p->have_ktime = 1;
 	p->page_wanted = W.cfg->daemon;
+	p->page_retry_ns = 20000000; /* 20 ms: runs are a few hundred ms long */
 	strcpy(p->cfg.page, "sim");
 }
 
@@ -628,6 +629,10 @@ static int forked;
 
 static void reader_main(int id)
 {
+	if (W.cfg->daemon) { /* the daemon publishes before processes start */
+		TH[cur].stall_until = W.T + 1000000;
+		swapcontext(&TH[cur].ctx, &sched_ctx);
+	}
 	int total = 0;
 	for (int i = 0; i < OP_N; i++)
 		total += op_weight[i];

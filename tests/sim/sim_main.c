@@ -9,7 +9,9 @@
  * failing run prints its scenario and seed: `sim --scenario NAME --seed N`
  * repeats it exactly, SIM_TRACE=1 prints its records and reads.
  * --scenario also takes "stall" (writer stalls) and "death" (a thread that
- * never resumes, at every writer step).
+ * never resumes, at every writer step). --stall T:STEP:N:NS stops thread T
+ * (-1: any) at its Nth pass through STEP (0: every pass) for NS ns of virtual
+ * time ("forever": it never resumes), in every scenario run.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -328,11 +330,30 @@ static int death_sweep(uint64_t seed, int verbose, const char *step, int occ_onl
 	return bad;
 }
 
+/* Extra stalls from the command line (--stall), added to every scenario run. */
+static struct sim_stall extra_stalls[8];
+static int nextra;
+
+static int parse_stall(char *arg)
+{
+	/* THREAD:STEP:OCCURRENCE:NS, NS "forever" for a death */
+	char *save = NULL, *th = strtok_r(arg, ":", &save), *step = strtok_r(NULL, ":", &save);
+	char *occ = strtok_r(NULL, ":", &save), *ns = strtok_r(NULL, ":", &save);
+	if (!th || !step || !occ || !ns || nextra >= 8)
+		return -1;
+	extra_stalls[nextra++] = (struct sim_stall){atoi(th), strdup(step), atoi(occ),
+						    strcmp(ns, "forever") ? strtoll(ns, NULL, 0) : SIM_FOREVER, 0, 0};
+	return 0;
+}
+
 static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 {
 	struct sim_config c;
 	sim_config_default(&c, seed);
 	sc->fn(&c);
+	for (int i = 0; i < nextra; i++)
+		sim_add_stall(&c, extra_stalls[i].thread, extra_stalls[i].step, extra_stalls[i].occurrence,
+			      extra_stalls[i].duration);
 	struct sim_result r;
 	sim_run(&c, &r);
 	if (verbose || r.violations)
@@ -404,10 +425,13 @@ int main(int argc, char **argv)
 			verbose = 1;
 		else if (!strcmp(argv[i], "--random"))
 			random_seed = 1;
+		else if (!strcmp(argv[i], "--stall") && i + 1 < argc && parse_stall(argv[i + 1]) == 0)
+			i++;
 		else {
 			fprintf(stderr,
 				"usage: %s [--seed N] [--seeds K] [--scenario NAME|stall|death] [--step STEP] "
-				"[--occurrence N] [--seconds S] [--random] [--verbose]\n",
+				"[--occurrence N] [--stall THREAD:STEP:OCCURRENCE:NS|forever] [--seconds S] [--random] "
+				"[--verbose]\n",
 				argv[0]);
 			return 2;
 		}

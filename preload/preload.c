@@ -93,18 +93,15 @@ static inline int mode_now(void)
 
 /*
  * The clocks programs read most, straight from the library's one reader
- * (th__fine_ts in proc.h), as api.c's per-clock functions do: one small
- * function each, so that each gets a lean prologue. REALTIME raises the G3
- * floor that time() and the coarse REALTIME clock are held to.
+ * (th__fine in proc.h: the local records or timehandsd's page; a REALTIME
+ * reading raises the G3 floor that time() and the coarse REALTIME clock are
+ * held to), one small function each as in api.c, so that each gets a lean
+ * prologue.
  */
-#define FINE(name, ck, ordered)                                                   \
-	static __attribute__((noinline)) int name(struct timespec *ts)            \
-	{                                                                         \
-		uint16_t ep;                                                      \
-		th__fine_ts(ck, ordered, ts, &ep);                                \
-		if (ck == TH_CK_REAL)                                             \
-			th__g3_raise(ts->tv_sec, ep);                             \
-		return 0;                                                         \
+#define FINE(name, ck, ordered)                                        \
+	static __attribute__((noinline)) int name(struct timespec *ts) \
+	{                                                              \
+		return th__fine(ck, ordered, ts);                      \
 	}
 FINE(read_monotonic, TH_CK_MONO, 1)
 FINE(read_realtime, TH_CK_REAL, 1)
@@ -204,22 +201,19 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 }
 
 /*
- * REALTIME from the library's reader (raising the G3 floor, as
- * th_gettimeofday() does), converted here with two scalar stores: the caller
- * reads tv_usec right away, and a 16-byte vector store of the pair (what the
- * compiler makes of th_gettimeofday's conversion) cannot forward its upper
- * half to that load on some CPUs, which costs more than the conversion.
+ * REALTIME from the library's reader (which raises the G3 floor), returned in
+ * registers and converted here with two scalar stores: the caller reads
+ * tv_usec right away, and a 16-byte vector store of the pair cannot forward
+ * its upper half to that load on some CPUs, which costs more than the
+ * conversion.
  */
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {
 	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || tz || !tv))
 		return gettimeofday_mode(tv, tz);
-	struct timespec ts;
-	uint16_t ep;
-	th__fine_ts(TH_CK_REAL, 1, &ts, &ep);
-	th__g3_raise(ts.tv_sec, ep);
-	tv->tv_sec = ts.tv_sec;
-	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	struct th_tv v = th__fine_v(TH_CK_REAL, 1);
+	tv->tv_sec = (time_t)v.sec;
+	tv->tv_usec = (suseconds_t)(v.nsec / 1000);
 	return 0;
 }
 

@@ -202,6 +202,30 @@ seccomp-page)
 	TH_COMPAT_SANDBOX_MS=2500 th --page "$TMP/no-such-page" "$B/compat_sandbox" seccomp ||
 		fail "seccomp with TIMEHANDS_PAGE set and no daemon: status $? (159: killed by the filter)"
 	;;
+seccomp-daemon)
+	# Shared mode, then timehandsd stops while the program runs under a
+	# seccomp filter: the library must leave the page and go on with its own
+	# clocks without a system call beyond the clock reads (G9, G7).
+	D=$TH_BUILD/daemon/timehandsd
+	[ -x "$D" ] || fail "no $D (built with the tree)"
+	mkdir -m 755 "$TMP/run"
+	"$D" --page "$TMP/run/page" --foreground >"$TMP/daemon.log" 2>&1 &
+	dpid=$!
+	i=0
+	until [ -S "$TMP/run/page" ]; do
+		i=$((i + 1))
+		[ $i -lt 100 ] || { kill $dpid; fail "timehandsd did not start: $(cat "$TMP/daemon.log")"; }
+		sleep 0.1
+	done
+	sleep 0.3
+	mode=$(TIMEHANDS_PAGE=$TMP/run/page "$TH_CLI" status | sed -n 's/^mode: //p')
+	[ "$mode" = shared ] || { kill $dpid; fail "not in shared mode with timehandsd running: $mode"; }
+	(sleep 1; kill $dpid) &
+	TH_COMPAT_SANDBOX_MS=3000 th --page "$TMP/run/page" "$B/compat_sandbox" seccomp
+	st=$?
+	wait
+	[ $st -eq 0 ] || fail "seccomp, timehandsd stopped under the program: status $st (159: killed by the filter)"
+	;;
 noalloc)
 	"$B/compat_noalloc" || fail "without the preload"
 	th "$B/compat_noalloc" || fail "under the preload"

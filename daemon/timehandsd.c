@@ -185,11 +185,6 @@ static void take_sample(struct th_sample *s, int ctr, int full)
 	th_take_sample(&D.sp, s, ctr, full);
 }
 
-static void quick_sample(struct th_sample *g)
-{
-	th_quick_sample(&D.sp, g);
-}
-
 /* ------------------------------------------------------------ publishing */
 
 static uint64_t publish_kernel(const struct th_snap *prev, const struct th_sample *s, uint64_t due_in,
@@ -821,16 +816,11 @@ static void shutdown_page(void)
 {
 	close(D.lfd);
 	D.lfd = -1;
-	/* A last kernel record: readers still mapping the page fall back to
-	 * the kernel's clock (floored, phi) at once instead of serving the
-	 * line until its expiry; then the page says it is no longer valid. */
-	struct th_snap s;
-	unsigned retries = 0;
-	int have = th_snapshot(D.tl, &s, &retries) == 0;
-	struct th_sample g;
-	struct th_rec_val v;
-	quick_sample(&g);
-	publish_kernel(have ? &s : NULL, &g, 0, 0, &v);
+	/* The last line stays in force until its expiry (at most a window):
+	 * it is as exact as ever, and a reader that finds the page no longer
+	 * valid carries on with that very line in its own records (a kernel
+	 * record here would have to lead the kernel by the line's error bound
+	 * until the kernel passed the line's ceiling). */
 	th_page_set_flags(D.hdr, D.flags & ~(uint64_t)TH_PAGE_VALID);
 	/* Release: orders the flag change before; a reader that sees the
 	 * heartbeat 0 also sees VALID cleared. */

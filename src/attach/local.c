@@ -308,6 +308,7 @@ static int page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int 
 		*dead = 1;
 		return 0;
 	}
+	p->page_dead = 0; /* live again (the daemon went on) */
 	/* Acquire: pairs with the daemon's release store of the flags. */
 	uint64_t flags = atomic_load_explicit(&p->page.hdr->flags, memory_order_acquire);
 	if (!(flags & TH_PAGE_COUNTER_LINES)) {
@@ -343,12 +344,22 @@ static int page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int 
  */
 static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 {
-	if (p->page.hdr || !p->page_wanted || now < p->page_next_try)
+	if (!p->page_wanted || now < p->page_next_try)
+		return;
+	/* A page that went stale stays mapped; a new one is looked for only
+	 * when the program allows it (TIMEHANDS_PAGE_RECONNECT, config.h). */
+	if (p->page.hdr && !(p->page_dead && p->cfg.page_reconnect))
 		return;
 	char why[128];
 	TH_STEP("page_attach");
-	int rc = th_page_attach_at(p->cfg.page, timeout_ms, th__page_area.bytes, &p->page, why, sizeof why);
+	/* Mapped over the area (and over a stale page) in one mmap: the area
+	 * never becomes unmapped. Only this process's own slow paths read it,
+	 * and only while cur names the shared slot, which it does not now. */
+	struct th_page_map m;
+	int rc = th_page_attach_at(p->cfg.page, timeout_ms, th__page_area.bytes, &m, why, sizeof why);
 	if (rc == 0) {
+		p->page = m;
+		p->page_dead = 0;
 		p->page_backoff = 0;
 		p->page_reason[0] = 0;
 		p->page_seen = 1;
@@ -363,11 +374,26 @@ static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 	p->page_next_try = now + p->page_backoff;
 }
 
+/*
+ * The page failed its liveness check (timehandsd stopped or died). It stays
+ * mapped, untouched: leaving it needs no system call (a program locked down
+ * by seccomp after attach must not be killed for a stopped daemon, G9), and
+ * if the same daemon goes on (SIGCONT) the page is used again. A restarted
+ * daemon publishes a new page, which only TIMEHANDS_PAGE_RECONNECT=1 looks
+ * for from a running program.
+ */
 static void page_drop(struct th_proc *p, uint64_t now)
 {
-	th_page_detach(&p->page);
-	p->page_backoff = p->page_backoff ? p->page_backoff : p->page_retry_ns;
-	p->page_next_try = now + p->page_backoff;
+	if (!p->page_dead && p->cfg.page_reconnect) {
+		p->page_backoff = p->page_backoff ? p->page_backoff : p->page_retry_ns;
+		p->page_next_try = now + p->page_backoff;
+	}
+	p->page_dead = 1;
+	if (!p->cfg.page_reconnect) {
+		size_t n = strlen(p->page_reason);
+		copy_reason(p->page_reason + n, sizeof p->page_reason - n,
+			    " (a restarted timehandsd serves programs started after it)", "");
+	}
 }
 
 /* 1 once the page's line, at the counter now, is at least 1 us above every
@@ -435,6 +461,8 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		 * knows). Relaxed: published by the release CAS below. */
 		atomic_store_explicit(&p->sh_delta, (uint16_t)(p->disc.epoch - ps->epoch), memory_order_relaxed);
 		atomic_store_explicit(&p->sh_epoch, p->disc.epoch, memory_order_relaxed);
+		uint64_t pt = p->page.tick_ns > p->tick_ns ? p->page.tick_ns : p->tick_ns;
+		atomic_store_explicit(&p->sh_fresh_ns, pt + p->tick_ns / 2, memory_order_relaxed);
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
 										   memory_order_relaxed,
@@ -513,6 +541,32 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 	}
 	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
 	TH_STEP("unshare");
+	if (have && ps.kind == TH_REC_LINE && th_disc_ready(&p->disc) && p->counter_usable) {
+		/* The page's line is still valid (the daemon stopped, or its
+		 * page failed a check, before the line expired). Its ceiling is
+		 * its value at its expiry, up to a window ahead of the kernel: a
+		 * kernel-mode record would serve the kernel plus the line's
+		 * error bound until the kernel got there. Go on with that very
+		 * line as the local record instead, due now: a reader that
+		 * returned a value from the page returned it from this line, so
+		 * a later reading of the copy (counter not below) is not below
+		 * it, and the next windup continues from the line like from any
+		 * local one. */
+		int64_t d = (int64_t)(th_hw_ctr_ordered() - ps.anchor);
+		if (d >= ps.dmin && d <= ps.dhi) {
+			struct th_rec_val v;
+			th_snap_to_val(&ps, &v);
+			v.epoch = p->disc.epoch;
+			if (v.ddue > d)
+				v.ddue = d > v.dlo ? d : v.dlo;
+			TH_STEP("unshare-line");
+			if (th_commit(&p->tl, base.cur, &v) == 0) {
+				if (dead)
+					page_drop(p, now);
+				return;
+			}
+		}
+	}
 	if (th_disc_ready(&p->disc) && p->counter_usable) {
 		install_line(p, &base, 1);
 	} else {
@@ -1000,7 +1054,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			 * check on it (leave_shared) or, while another thread
 			 * does, a fine reading. */
 			if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE && p->have_kcoarse &&
-			    kc - s.tick < 2 * p->tick_ns) {
+			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
 				v = above_floor(p, v, TH_CK_MONO, page_epoch(p, s.epoch));
@@ -1020,6 +1074,11 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			 * an earlier coarse value. */
 			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
 			uint64_t v = th_phi(k, s.ceil[TH_MONO], s.bound[TH_MONO]);
+			/* A switch in progress must not start its line below
+			 * this value (as kernel_value for fine reads): kc was
+			 * read before the snapshot, the guard maybe before kc. */
+			if (s.kind == TH_REC_TRANSIT && v > s.guard[TH_MONO] && !th_announce(&p->tl, s.cur))
+				continue;
 			if (v < s.coarse)
 				v = s.coarse;
 			if (v < cf)

@@ -182,19 +182,22 @@ static int check_paths(const char *path, uint32_t uid, uint32_t euid, struct th_
 }
 
 /* Wait for `events` on fd until `deadline` (MONOTONIC ns). 0, or -ETIMEDOUT. */
+/* Wait for `events` until `deadline`. Past the deadline, one last poll
+ * without waiting: a client preempted while the daemon answered (a loaded
+ * machine, a budget of a millisecond at attach) still finds the answer. */
 static int wait_fd(int fd, short events, int64_t deadline)
 {
 	for (;;) {
 		int64_t left = deadline - mono_ns();
-		if (left <= 0)
-			return -ETIMEDOUT;
+		int ms = left > 0 ? (int)((left + NS_PER_MS - 1) / NS_PER_MS) : 0;
 		struct pollfd p = {.fd = fd, .events = events, .revents = 0};
-		int ms = (int)((left + NS_PER_MS - 1) / NS_PER_MS);
 		int k = poll(&p, 1, ms);
 		if (k > 0)
 			return 0;
 		if (k < 0 && errno != EINTR)
 			return -errno;
+		if (k == 0 && ms == 0)
+			return -ETIMEDOUT;
 	}
 }
 

@@ -81,6 +81,11 @@ struct th_proc {
 	 * epoch, in this numbering, of the floors of the last switch. */
 	_Atomic uint32_t sh_delta;
 	_Atomic uint32_t sh_epoch;
+	/* A page record whose kernel tick is this far behind the kernel's
+	 * coarse clock is stale for coarse readers (the publisher's tick, or
+	 * the kernel's if longer, plus half a kernel tick). Set before the
+	 * release CAS of a switch to shared mode, which publishes it. */
+	_Atomic uint64_t sh_fresh_ns;
 
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
@@ -104,10 +109,11 @@ struct th_proc {
 	struct th_page_map page;     /* attached page, or zeroed */
 	int page_wanted;             /* look for a daemon */
 	int page_seen;               /* a page was attached once: look again after a restart */
+	int page_dead;               /* the mapped page went stale (it stays mapped) */
 	uint64_t page_next_try;      /* kernel MONOTONIC of the next attach attempt */
 	uint64_t page_backoff;
 	uint64_t page_retry_ns;      /* first backoff after a failed attempt (1 s) */
-	char page_reason[160];       /* why not shared */
+	char page_reason[192];       /* why not shared */
 
 	_Atomic uint64_t windups, retries, slow_reads, fallbacks;
 };
@@ -300,10 +306,13 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 /*
  * Coarse MONOTONIC (ci 0) or REALTIME (ci 1): the line's value at the last
  * windup. Local records are refreshed at each kernel tick, so the kernel's
- * coarse clock tells a stale one; the daemon refreshes its page every tick,
- * and a page whose coarse second is more than a second behind the kernel's
- * time() is stale (timehandsd stopped: the slow path checks on it and leaves
- * shared mode). One attempt; anything unusual goes to the slow path.
+ * coarse clock tells a stale one (any tick since the record's). The daemon
+ * refreshes its page every tick, some time after the kernel's: a page record
+ * whose tick is more than one publisher tick behind is stale (timehandsd
+ * stopped or late: the slow path checks on it and leaves shared mode), so a
+ * shared coarse reading lags by less than two ticks (G5) even when the
+ * daemon stalls. No cheaper clock than the kernel's coarse one can tell
+ * that. One attempt; anything unusual goes to the slow path.
  */
 static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts, uint16_t *epoch)
 {
@@ -311,21 +320,15 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 	const int shared = TH_CUR_SLOT(cur) == TH_SLOT_SHARED;
 	struct th_timeline *tl = &th__P.tl;
-	uint64_t fresh; /* kernel coarse MONOTONIC (local) or REALTIME second (shared) */
+	if (TH_UNLIKELY(!th_hw_have_kcoarse()))
+		return th__coarse_ts_slow(ci, ts, epoch);
+	struct timespec kts;
+	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
+	uint64_t fresh = (uint64_t)kts.tv_sec * 1000000000u + (uint64_t)kts.tv_nsec;
 	if (shared) {
-		time_t (*kt)(time_t *) = th_hw_ktime_fn();
-		if (TH_UNLIKELY(!kt))
-			return th__coarse_ts_slow(ci, ts, epoch);
-		fresh = (uint64_t)kt(NULL);
 		tl = th__page_tl();
 		/* Acquire: pairs with the daemon's release commit. */
 		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-	} else {
-		if (TH_UNLIKELY(!th_hw_have_kcoarse()))
-			return th__coarse_ts_slow(ci, ts, epoch);
-		struct timespec kts;
-		th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
-		fresh = (uint64_t)kts.tv_sec * 1000000000u + (uint64_t)kts.tv_nsec;
 	}
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -336,7 +339,6 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 	int64_t sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
 	uint32_t nsec =
 		(uint32_t)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
-	int64_t rsec = ci ? sec : atomic_load_explicit(&r->coarse_at[1].sec, memory_order_relaxed);
 	uint16_t ep = ci ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
 	if (shared && ci)
 		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
@@ -344,7 +346,8 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 	atomic_thread_fence(memory_order_acquire);
 	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
 	uint64_t cf = atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed);
-	int stale = shared ? (int64_t)fresh > rsec + 1 : fresh - tick >= th__P.tick_ns / 2;
+	int stale = shared ? fresh - tick >= atomic_load_explicit(&th__P.sh_fresh_ns, memory_order_relaxed)
+			   : fresh - tick >= th__P.tick_ns / 2;
 	if (TH_UNLIKELY(g == 0 || g2 != g || dlo == ddue || stale || cf > coarse))
 		return th__coarse_ts_slow(ci, ts, epoch);
 	if (shared) { /* the floors of the switch */

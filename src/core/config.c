@@ -70,6 +70,7 @@ void th_config_parse(struct th_config *c, th_getenv_fn get, void *ctx)
 	strcpy(c->page, TH_DEFAULT_PAGE);
 	parse_flag(c, get, ctx, "TIMEHANDS_DISABLE", &c->disable);
 	parse_flag(c, get, ctx, "TIMEHANDS_RELAXED", &c->relaxed);
+	parse_flag(c, get, ctx, "TIMEHANDS_PAGE_RECONNECT", &c->page_reconnect);
 
 	const char *v = get("TIMEHANDS_COUNTER", ctx);
 	if (v) {

@@ -13,6 +13,15 @@
  *                                preload: times()/clock() from the coarse cache
  *   TIMEHANDS_PAGE=PATH          shared page published by timehandsd
  *                                ("none": do not look for one)
+ *   TIMEHANDS_PAGE_RECONNECT=0|1 1: when the page goes stale (timehandsd
+ *                                stopped), look for a restarted daemon from a
+ *                                clock read (socket, connect, mmap system
+ *                                calls). Off by default: a program may have
+ *                                locked itself down (seccomp) since it
+ *                                attached, and after attach the library makes
+ *                                no system call but clock reads (G9). A page
+ *                                that comes back to life (the same daemon
+ *                                continued) is used again either way.
  */
 #ifndef TH_CORE_CONFIG_H
 #define TH_CORE_CONFIG_H
@@ -28,6 +37,7 @@ struct th_config {
 	int counter;
 	int relaxed;
 	int cputime_coarse;
+	int page_reconnect;
 	char page[200];
 	char warning[256]; /* "" or one line naming every bad variable */
 };

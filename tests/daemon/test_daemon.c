@@ -658,8 +658,8 @@ static void mode_lifecycle(void)
 	      "second daemon: status %d", st);
 	CHECK(th_page_check(&m, (uint64_t)kns(CLOCK_MONOTONIC), why, sizeof why) == 0, "A disturbed: %s", why);
 
-	/* Clean shutdown: VALID cleared, heartbeat 0, a kernel record in
-	 * force; the mapping stays readable. */
+	/* Clean shutdown: VALID cleared, heartbeat 0, the last record in
+	 * force until its expiry; the mapping stays readable. */
 	kill(a, SIGTERM);
 	CHECK(wait_exit(a, 5000 * NS_PER_MS, &st) == 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "A exit status %d", st);
 	uint64_t flags = atomic_load(&m.hdr->flags);
@@ -673,9 +673,11 @@ static void mode_lifecycle(void)
 	int64_t k1 = kns(CLOCK_MONOTONIC);
 	int src = page_value(m.tl, TH_MONO, &v, &s, &rt);
 	int64_t k2 = kns(CLOCK_MONOTONIC);
-	CHECK(src == SRC_KREC && s.kind == TH_REC_KERNEL, "after shutdown the page serves through the kernel (src %d kind %u)",
-	      src, s.kind);
-	CHECK((int64_t)v >= k1 && (int64_t)v <= k2 + (int64_t)s.bound[TH_MONO], "value after shutdown outside the sandwich");
+	/* -1: the line expired meanwhile (nothing more to serve: readers
+	 * have left the page) */
+	CHECK(src == -1 || ((int64_t)v >= k1 - 1000 && (int64_t)v <= k2 + 1000),
+	      "value after shutdown outside the sandwich: %lld not in [%lld, %lld] +- 1 us (src %d kind %u)",
+	      (long long)v, (long long)k1, (long long)k2, src, s.kind);
 	th_page_detach(&m);
 	rc = th_page_attach(sockpath, &m, why, sizeof why);
 	CHECK(rc == -ENOENT || rc == -ECONNREFUSED, "attach after shutdown: %d %s", rc, why);

@@ -185,7 +185,7 @@ static const char *env_get_one(const char *name, void *ctx)
 static void sanitize_env(void)
 {
 	static const char *const vars[] = {"TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED", "TIMEHANDS_COUNTER",
-					   "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE"};
+					   "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE", "TIMEHANDS_PAGE_RECONNECT"};
 	struct th_config c;
 	th_config_parse(&c, env_get, NULL);
 	if (!c.warning[0])
@@ -283,7 +283,8 @@ static int cmd_run(int argc, char **argv)
 
 	if (dry) {
 		static const char *const shown[] = {"LD_PRELOAD", "TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED",
-						    "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE", "TIMEHANDS_COUNTER"};
+						    "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE", "TIMEHANDS_COUNTER",
+						    "TIMEHANDS_PAGE_RECONNECT"};
 		for (size_t i = 0; i < sizeof shown / sizeof *shown; i++) {
 			const char *v = getenv(shown[i]);
 			if (v)

@@ -51,6 +51,8 @@ static void line_restart(struct th_disc *d, struct th_line_disc *L, uint64_t c, 
 	 * frequency): no line until it has been measured again. */
 	(void)d;
 	L->have = 0;
+	L->confirm = 1;
+	L->cand_rate = 0;
 	L->ref_c = L->mid_c = c;
 	L->ref_k = L->mid_k = k;
 	L->ref_e = L->mid_e = L->last_e = e;
@@ -59,6 +61,34 @@ static void line_restart(struct th_disc *d, struct th_line_disc *L, uint64_t c, 
 static double sample_err(const struct th_disc *d, const struct th_line_disc *L, uint64_t width)
 {
 	return (double)width * 0.5 * rate_guess(d, L) + 1.0;
+}
+
+/*
+ * A rate measured since a discontinuity (see th_line_disc.confirm): 1 to use
+ * it, 0 to wait for another interval, -1 when the intervals disagree (another
+ * discontinuity: the counter is not one clock across the CPUs we ran on, or it
+ * jumped again). It is used at once when it matches the published frequency;
+ * otherwise (a new host with another frequency, or a reading across skewed
+ * CPUs) the rate over the next interval of at least calib_ns must agree with
+ * it within both uncertainties and the kernel's possible drift.
+ */
+static int confirm_rate(struct th_disc *d, struct th_line_disc *L, double r, double unc, int64_t dk, int64_t dc,
+			double e)
+{
+	double nom = d->cfg.nominal_rate;
+	if (nom > 0 && fabs(r - nom) / nom <= d->cfg.nominal_unc + 3.0 * unc)
+		return 1;
+	if (L->cand_rate <= 0) {
+		L->cand_rate = r;
+		L->cand_unc = unc;
+		return 0;
+	}
+	if (dk < (int64_t)d->cfg.calib_ns || dc <= 0)
+		return 0; /* too short to say: the candidate stays */
+	double rs = (double)dk / (double)dc, us = (L->last_e + e) / (double)dk;
+	if (fabs(rs - L->cand_rate) / L->cand_rate > 3.0 * (us + L->cand_unc) + DRIFT_ALLOWANCE)
+		return -1;
+	return 1;
 }
 
 /* Returns TH_OBS_JUMP or TH_OBS_RATE flags. */
@@ -118,7 +148,23 @@ static int observe_line(struct th_disc *d, int l, uint64_t c, uint64_t width, in
 		} else {
 			int64_t dkr = k - L->ref_k;
 			int64_t dcr = (int64_t)(c - L->ref_c);
-			if (dkr >= (int64_t)d->cfg.calib_ns && dcr > 0) {
+			if (dkr >= (int64_t)d->cfg.calib_ns && dcr > 0 && !L->have && L->confirm) {
+				switch (confirm_rate(d, L, (double)dkr / (double)dcr, (L->ref_e + e) / (double)dkr,
+						     dk, dc, e)) {
+				case 1:
+					L->rate = (double)dkr / (double)dcr;
+					L->unc = (L->ref_e + e) / (double)dkr;
+					L->have = 1;
+					L->confirm = 0;
+					break;
+				case -1:
+					line_restart(d, L, c, k, e);
+					flags |= TH_OBS_JUMP;
+					break;
+				default:
+					break; /* candidate kept, wait for the next interval */
+				}
+			} else if (dkr >= (int64_t)d->cfg.calib_ns && dcr > 0) {
 				double unc = (L->ref_e + e) / (double)dkr;
 				/* A measured rate replaces a published one only when it
 				 * is at least as certain. */

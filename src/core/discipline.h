@@ -42,6 +42,12 @@ struct th_line_disc {
 	double ref_e, mid_e, last_e; /* sample errors, ns */
 	int have_last;
 	double err_ns;     /* line minus kernel at the last sample */
+	/* After a discontinuity, a rate measured across it is not trusted
+	 * until a second interval confirms it (or it matches the published
+	 * frequency): two counter readings taken on CPUs whose counters
+	 * disagree look like a rate that is wrong by any factor. */
+	int confirm;       /* the next measured rate needs confirming */
+	double cand_rate, cand_unc; /* the rate waiting for confirmation (0: none yet) */
 };
 
 struct th_disc_config {

@@ -1,0 +1,114 @@
+/*
+ * The windup discipline fed by hand: what it makes of the rate measured
+ * after a counter discontinuity. Two counter readings taken on CPUs whose
+ * counters disagree look like a rate that is wrong by any factor; the
+ * discipline must not build a line on such a rate (it used to, and lines ran
+ * at a twentieth of the kernel's rate for a whole window), yet must learn a
+ * genuinely new frequency (another host) and keep a matching one at once.
+ */
+#define _GNU_SOURCE
+#include <string.h>
+
+#include "check.h"
+#include "core/discipline.h"
+
+#define US 1000LL
+#define MS 1000000LL
+
+static struct th_disc d;
+static uint64_t ctr; /* the counter as the writer reads it (1 count = 1 ns nominal) */
+static int64_t mono; /* the kernel's MONOTONIC */
+
+static int sample(void)
+{
+	struct th_sample s;
+	memset(&s, 0, sizeof s);
+	s.counter_ok = 1;
+	s.c = s.c_raw = ctr;
+	s.width = s.width_raw = 20;
+	s.mono = s.raw = mono;
+	s.off_real = 1700000000LL * 1000000000LL;
+	s.off_real_hw = 20;
+	s.tick = (uint64_t)mono;
+	return th_disc_observe(&d, &s, NULL);
+}
+
+/* Advance the kernel by dk ns and the counter by dk * ratio counts. */
+static int step(int64_t dk, double ratio)
+{
+	mono += dk;
+	ctr += (uint64_t)((double)dk * ratio);
+	return sample();
+}
+
+static void setup(void)
+{
+	struct th_disc_config cfg;
+	th_disc_config_default(&cfg, 4 * MS);
+	cfg.nominal_rate = 1.0;
+	th_disc_init(&d, &cfg);
+	ctr = 1ULL << 40;
+	mono = 5000 * MS;
+	sample();
+	for (int i = 0; i < 5; i++)
+		step(4 * MS, 1.0);
+}
+
+int main(void)
+{
+	/* 1. Steady: the published rate holds, no flags. */
+	setup();
+	CHECK(d.line[TH_MONO].have && d.line[TH_MONO].rate > 0.999 && d.line[TH_MONO].rate < 1.001, "rate %g",
+	      d.line[TH_MONO].rate);
+
+	/* 2. A jump (the counter moved 1 ms ahead), then readings alternating
+	 * between CPUs 1.4 ms apart: the first interval after the jump looks
+	 * like a rate of ~30 (the counter barely moved); the next, on the same
+	 * CPU, a rate of 1 measured from a baseline on the other CPU. No line
+	 * may be built on either; the disagreement is a discontinuity. */
+	setup();
+	ctr += 1 * MS;
+	int f = step(4 * MS, 1.0);
+	CHECK(f & TH_OBS_JUMP, "a 1 ms counter jump is flagged (flags %d)", f);
+	CHECK(!d.line[TH_MONO].have, "no line right after a jump");
+	uint64_t resyncs = d.resyncs;
+	mono += 1450 * US;
+	ctr += 1450 * US - 1400 * US; /* on the CPU 1.4 ms behind */
+	f = sample();
+	CHECK(!d.line[TH_MONO].have, "a rate of %g measured across CPUs is not used (flags %d)",
+	      d.line[TH_MONO].rate, f);
+	f = step(4 * MS, 1.0); /* still on the CPU behind */
+	CHECK(!d.line[TH_MONO].have, "still no line (rate %g)", d.line[TH_MONO].rate);
+	CHECK((f & TH_OBS_JUMP) && d.resyncs > resyncs, "disagreeing intervals are a discontinuity (flags %d)", f);
+	/* Back on the first CPU: another disagreement, then readings that
+	 * agree give a line again with the published rate. */
+	mono += 4 * MS;
+	ctr += 4 * MS + 1400 * US;
+	sample();
+	f = step(4 * MS, 1.0);
+	CHECK(!d.line[TH_MONO].have && (f & TH_OBS_JUMP), "moving back is a discontinuity too (flags %d)", f);
+	f = step(4 * MS, 1.0);
+	CHECK(d.line[TH_MONO].have && !(f & TH_OBS_JUMP), "a line again once readings agree (flags %d)", f);
+
+	/* 3. A jump followed by the published rate: used at the first interval. */
+	setup();
+	ctr += 3 * MS;
+	step(4 * MS, 1.0);
+	f = step(4 * MS, 1.0);
+	CHECK(d.line[TH_MONO].have && !(f & TH_OBS_JUMP), "the published rate is taken back at once (flags %d)", f);
+
+	/* 4. A jump to a host whose counter runs 2.5x faster: learned after a
+	 * confirming interval, without further discontinuities. */
+	setup();
+	ctr += 7 * MS;
+	step(4 * MS, 2.5);
+	resyncs = d.resyncs;
+	step(4 * MS, 2.5);
+	CHECK(!d.line[TH_MONO].have, "an unpublished rate waits for confirmation");
+	f = step(4 * MS, 2.5);
+	CHECK(d.line[TH_MONO].have && d.resyncs == resyncs, "confirmed (flags %d, resyncs %llu)", f,
+	      (unsigned long long)(d.resyncs - resyncs));
+	CHECK(d.line[TH_MONO].rate > 0.3999 && d.line[TH_MONO].rate < 0.4001, "rate %g ns per count",
+	      d.line[TH_MONO].rate);
+	return check_done("test_discipline");
+}

@@ -494,6 +494,27 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 }
 
 /*
+ * Joining the page adopts its REALTIME, BOOTTIME and TAI offsets. When the
+ * kernel stepped one of them, this process's windup and the daemon's tick see
+ * the step at different moments: a process that has already served the new
+ * value must not join a page that still serves the old one (REALTIME would
+ * step back to the old value and forward again, twice where the kernel
+ * stepped once). Nor does it join a page that is ahead of it: its own next
+ * windup follows the step first. Either way it stays local until both agree,
+ * a daemon tick at most.
+ */
+static int page_offsets_agree(const struct th_proc *p, const struct th_snap *ps)
+{
+	const struct th_disc *d = &p->disc;
+	if (!d->have_offsets)
+		return 1;
+	const int64_t slack = 4000; /* two measurements' noise (sandwich half-widths) */
+	int64_t dr = ps->off_real - d->off_real, db = ps->off_boot - d->off_boot, dt = ps->off_tai - d->off_tai;
+	return llabs(dr) <= d->off_real_hw + slack && llabs(db) <= d->off_boot_hw + slack &&
+	       llabs(dt) <= d->off_real_hw + slack;
+}
+
+/*
  * Shared -> local: the page's records, and the floors of the switch, become
  * the ceiling C of a kernel-mode record, so phi never undercuts what was read
  * from the page; the page's offsets and REALTIME epoch are adopted, so that
@@ -600,6 +621,11 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 	if (!page_usable(p, now, &ps, &dead)) {
 		if (dead)
 			page_drop(p, now);
+		return 0;
+	}
+	if (!page_offsets_agree(p, &ps)) {
+		copy_reason(p->page_reason, sizeof p->page_reason,
+			    "the page has not yet followed a step of the kernel's REALTIME, BOOTTIME or TAI", "");
 		return 0;
 	}
 	struct th_snap cur;

@@ -953,7 +953,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	struct th_snap ps;
 	unsigned retries = 0;
 	int ck = ck_of(line, sel);
-	int have = th_snapshot(th__page_tl(), &ps, &retries) == 0;
+	int have = th_snapshot_progress(th__page_tl(), &ps, &retries) == 0;
 	if (have) {
 		*epoch = page_epoch(p, ps.epoch);
 		if (ps.kind == TH_REC_LINE) {
@@ -1008,9 +1008,11 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 				return 0;
 			continue;
 		}
-		int ok = th_snapshot(&p->tl, &s, &retries) == 0;
+		int ok = th_snapshot_progress(&p->tl, &s, &retries) == 0;
 		if (retries)
 			th__account_retries(retries);
+		/* No record (nothing committed yet, or pass-through): nothing
+		 * was served from a line, the kernel's clock is exact. */
 		if (!ok || p->passthrough)
 			return kernel_exact(line, sel, ns);
 		have = 1;
@@ -1079,7 +1081,8 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			/* The page's coarse value while the daemon ticks; else
 			 * check on it (leave_shared) or, while another thread
 			 * does, a fine reading. */
-			if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE && p->have_kcoarse &&
+			if (th_snapshot_progress(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE &&
+			    p->have_kcoarse &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
@@ -1092,7 +1095,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 				continue;
 			break;
 		}
-		if (th_snapshot(&p->tl, &s, &retries) != 0)
+		if (th_snapshot_progress(&p->tl, &s, &retries) != 0)
 			break;
 		*epoch = s.epoch;
 		if (s.kind != TH_REC_LINE) {

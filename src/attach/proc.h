@@ -216,11 +216,12 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	atomic_thread_fence(memory_order_acquire);
 	TH_STEP("recheck_gen");
 	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
-	/* A record being rewritten (g == 0 or changed: retried on the slow
-	 * path), or a kernel-mode record (empty window: never touch the counter
-	 * there, PR_SET_TSC may forbid it). */
+	/* A record being rewritten or rewritten since `cur` named it (g not
+	 * the generation of cur's sequence, or changed during the copy:
+	 * retried on the slow path), or a kernel-mode record (empty window:
+	 * never touch the counter there, PR_SET_TSC may forbid it). */
 	uint64_t span = (uint64_t)(ddue - dlo);
-	if (TH_UNLIKELY(g == 0 || g2 != g || span == 0))
+	if (TH_UNLIKELY(g != TH_CUR_GEN(cur) || g2 != g || span == 0))
 		return th__fine_slow_v(ck, ordered);
 	TH_STEP("read_counter");
 	/* Ordered reads issued the fence before the copy. */
@@ -348,7 +349,7 @@ static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct ti
 	uint64_t cf = atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed);
 	int stale = shared ? fresh - tick >= atomic_load_explicit(&th__P.sh_fresh_ns, memory_order_relaxed)
 			   : fresh - tick >= th__P.tick_ns / 2;
-	if (TH_UNLIKELY(g == 0 || g2 != g || dlo == ddue || stale || cf > coarse))
+	if (TH_UNLIKELY(g != TH_CUR_GEN(cur) || g2 != g || dlo == ddue || stale || cf > coarse))
 		return th__coarse_ts_slow(ci, ts, epoch);
 	if (shared) { /* the floors of the switch */
 		struct th_shared_floor *f = &th__P.sh_floor[ci ? TH_CK_REAL : TH_CK_MONO];

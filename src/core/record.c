@@ -92,7 +92,7 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val
 
 static uint32_t gen_for(uint32_t seq)
 {
-	return seq ? seq : 1; /* 0 means "being written" */
+	return TH_GEN_FOR(seq);
 }
 
 int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *v)

@@ -150,6 +150,13 @@ struct th_snap {
 #define TH_CUR_SEQ(w) ((uint32_t)((w) >> 8))
 #define TH_CUR_ANN_ONE ((uint64_t)1 << 40)
 #define TH_CUR_ID(w) ((w) & (((uint64_t)1 << 40) - 1)) /* slot and sequence */
+/* The generation a record committed as sequence `seq` carries (0 means "being
+ * written"). A reader accepts a record only with the generation of the
+ * sequence its `cur` named: a slot rewritten since (a later sequence, or an
+ * attempt not yet committed or abandoned) is never taken for the record the
+ * word named (tests/model/timehands.pml: GEN_MATCH). */
+#define TH_GEN_FOR(seq) ((uint32_t)(seq) ? (uint32_t)(seq) : 1u)
+#define TH_CUR_GEN(w) TH_GEN_FOR(TH_CUR_SEQ(w))
 #define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))
 
 struct th_timeline {
@@ -206,7 +213,7 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 		TH_STEP("read_gen");
 		uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
-		if (g == 0) {
+		if (g != TH_CUR_GEN(cur)) { /* being rewritten, or rewritten since */
 			++*retries;
 			continue;
 		}
@@ -249,6 +256,29 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		++*retries;
 	}
 	return -1;
+}
+
+/*
+ * th_snapshot for readers that have nothing safe to fall back on: retried for
+ * as long as the writer makes progress. An attempt fails only when the slot
+ * `cur` named was rewritten (TH_RING - 1 commits since) or is being rewritten
+ * for the TH_RING-th time: a writer stalled anywhere cannot make it fail, as it
+ * only ever writes the slot after the current one. Gives up (-1) when `cur`
+ * did not move across a failed round: an empty timeline (nothing committed
+ * yet) or one that no writer maintains. Lock-free: it never waits for a
+ * stalled writer (G6), it only retries while another writer commits. Model:
+ * the reader's GEN_MATCH retry in tests/model/timehands.pml.
+ */
+static inline int th_snapshot_progress(struct th_timeline *tl, struct th_snap *s, unsigned *retries)
+{
+	uint64_t before = atomic_load_explicit(&tl->cur, memory_order_relaxed);
+	while (th_snapshot(tl, s, retries) != 0) {
+		uint64_t after = atomic_load_explicit(&tl->cur, memory_order_relaxed);
+		if (TH_CUR_ID(after) == TH_CUR_ID(before))
+			return -1;
+		before = after;
+	}
+	return 0;
 }
 
 /* C: the largest line value a LINE record can ever return (at its expiry);

@@ -369,9 +369,18 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 		       "%llu reads beyond epsilon + skew (not enforced)\n",
 		       c.cpus, (long long)(c.cpu_skew[1] > -c.cpu_skew[2] ? c.cpu_skew[1] : -c.cpu_skew[2]),
 		       (unsigned long long)r.fallbacks, (long long)r.detect_ns, (unsigned long long)r.soft);
-	if (r.violations)
-		printf("    repeat: sim --scenario %s --seed %llu (SIM_TRACE=1 for a trace)\n", sc->name,
-		       (unsigned long long)seed);
+	if (r.violations) {
+		printf("    repeat: sim --scenario %s --seed %llu", sc->name, (unsigned long long)seed);
+		for (int i = 0; i < nextra; i++) {
+			if (extra_stalls[i].duration == SIM_FOREVER)
+				printf(" --stall %d:%s:%d:forever", extra_stalls[i].thread, extra_stalls[i].step,
+				       extra_stalls[i].occurrence);
+			else
+				printf(" --stall %d:%s:%d:%lld", extra_stalls[i].thread, extra_stalls[i].step,
+				       extra_stalls[i].occurrence, (long long)extra_stalls[i].duration);
+		}
+		printf(" (SIM_TRACE=1 for a trace)\n");
+	}
 	if (r.reads < 100) {
 		printf("%s: only %llu reads\n", sc->name, (unsigned long long)r.reads);
 		return 1;

@@ -1218,6 +1218,7 @@ static int child_main(const char *mode, const char *impl, const char *ops)
 		return 2;
 	}
 	emit_rows(&rows, &checks, stdout);
+	free(rows.v);
 	return 0;
 }
 

@@ -200,6 +200,20 @@ static char **env_with(const char *const *set)
 	return e;
 }
 
+/* Frees what env_with made: the array and the strings it added (those that
+ * are not the caller's environment's). */
+static void env_free(char **e)
+{
+	for (size_t i = 0; e && e[i]; i++) {
+		int ours = 0;
+		for (size_t j = 0; environ[j] && !ours; j++)
+			ours = e[i] == environ[j];
+		if (!ours)
+			free(e[i]);
+	}
+	free(e);
+}
+
 /* Run argv with envp; its stdout is captured into *out (NUL-terminated,
  * caller frees) when out is not NULL, else inherited. Killed after timeout_s.
  * Returns the wait status, or -1. */
@@ -486,7 +500,7 @@ static int spawn_self(const char *via_cli, const char *mode, const char *impl, c
 	if (out)
 		merge_child(out, key, info, info_size); /* a failing child still says why */
 	free(out);
-	free(envp);
+	env_free(envp);
 	return st;
 }
 
@@ -655,7 +669,7 @@ static void cputime_rows(void)
 	const char *argv[] = {B.cputime, "--json", tmp, B.o.quick ? "--quick" : NULL, NULL};
 	char **envp = env_with((const char *const[]){NULL});
 	int st = run_child((char *const *)argv, envp, NULL, B.o.quick ? 60 : 180);
-	free(envp);
+	env_free(envp);
 	printf("\n");
 	if (!child_ok(st)) {
 		note("%s failed (status %d): CPU-time rows skipped", B.cputime, st);

@@ -995,14 +995,29 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	*epoch = 0;
 	/* Another thread may be attaching: the records it has published so
 	 * far are used like any others (its windup holds the lock); with none
-	 * yet, the kernel's clock is what every reader got so far. */
-	if (!th__ready())
+	 * yet, the kernel's clock is what every reader got so far. The
+	 * configuration (passthrough) is read only once attached: the acquire
+	 * load in th__ready pairs with the release that ends the attach. */
+	int ready = th__ready();
+	if (!ready) {
 		th__attach();
+		ready = th__ready();
+	}
 	struct th_snap s;
 	int have = 0;
-	for (int pass = 0; pass < 4; pass++) {
+	/* Four passes, then more only while records keep changing (each pass
+	 * past the fourth needs a commit since the previous one began: a
+	 * stalled writer cannot keep a reader here). Serving phi of a snapshot
+	 * that a commit has superseded could undercut the new line, which may
+	 * lag the kernel (tests/model/timehands.pml: PASS_RETRY). Announcements
+	 * change only the announce bits, not TH_CUR_ID. */
+	uint64_t pass_cur = 0;
+	for (int pass = 0;
+	     pass < 4 || TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur);
+	     pass++) {
 		unsigned retries = 0;
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		pass_cur = lc;
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
 			if (shared_value(p, lc, line, sel, ordered, ns, epoch))
 				return 0;
@@ -1013,7 +1028,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			th__account_retries(retries);
 		/* No record (nothing committed yet, or pass-through): nothing
 		 * was served from a line, the kernel's clock is exact. */
-		if (!ok || p->passthrough)
+		if (!ok || (ready && p->passthrough))
 			return kernel_exact(line, sel, ns);
 		have = 1;
 		*epoch = s.epoch;
@@ -1038,8 +1053,9 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			return 0;
 		}
 	}
-	/* Records changed under us four times: serve phi of the last one
-	 * (never below anything returned before it). */
+	/* Four passes failed and no commit since the last one began: serve
+	 * phi of its record, the current one (never below anything returned
+	 * before it). */
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = have ? th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel) : k;
 	return 0;

@@ -106,7 +106,7 @@ static void *worker_main(void *arg)
 	int64_t c1 = bench_thread_cpu_ns();
 	w->end_ns = bench_now_ns();
 	w->cpu_ns = c1 - c0;
-	bench_sink = acc;
+	__atomic_store_n(&bench_sink, acc, __ATOMIC_RELAXED); /* several workers: atomic, no ordering needed */
 	return NULL;
 }
 

@@ -543,7 +543,7 @@ __attribute__((constructor)) static void preload_attach(void)
 	atomic_store_explicit(&preload_cputime_coarse, coarse, memory_order_relaxed);
 	atomic_store_explicit(&preload_mode, mode, memory_order_relaxed);
 	if (mode != PRELOAD_KERNEL)
-		atomic_store_explicit(&preload_ktime, th_vdso.time, memory_order_relaxed);
+		atomic_store_explicit(&preload_ktime, TH_VDSO(time), memory_order_relaxed);
 #ifdef TH_PRELOAD_COUNT
 	atomic_store_explicit(&th_preload_ctor_ran, 1, memory_order_relaxed);
 #endif

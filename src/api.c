@@ -225,6 +225,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.error_bound_ns = (b - a) / 2 + 1;
 
 	struct th_snap s;
+	memset(&s, 0, sizeof s);
 	unsigned r = 0;
 	uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	int shared = TH_CUR_SLOT(lc) == TH_SLOT_SHARED;
@@ -240,10 +241,21 @@ TH_API int th_status(struct th_status *out, size_t size)
 	/* Writer state: take the windup lock briefly (never from a read). */
 	uint32_t z = 0;
 	int locked = 0;
-	for (int i = 0; i < 100000 && !locked; i++) {
+	/* A windup holds it for microseconds; a thread stopped inside one
+	 * could hold it for ever: wait a second at most, then report no
+	 * writer state rather than read it under a running writer. */
+	for (int i = 0; !locked; i++) {
 		z = 0;
 		locked = atomic_compare_exchange_weak_explicit(&p->lock, &z, 1, memory_order_acquire,
 							       memory_order_relaxed);
+		if (locked || i >= 1000)
+			break;
+		struct timespec pause = {0, 1000000};
+		nanosleep(&pause, NULL);
+	}
+	if (!locked) {
+		copy_str(st.reason, sizeof st.reason, "a windup holds the writer's lock: writer state not shown");
+		goto counters;
 	}
 	const struct th_line_disc *L = &p->disc.line[TH_MONO];
 	if (shared && line && s.hi[TH_MONO] > 0) {
@@ -280,8 +292,8 @@ TH_API int th_status(struct th_status *out, size_t size)
 		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
 	else if (p->page_reason[0])
 		copy_str(st.reason, sizeof st.reason, p->page_reason); /* local: why not shared */
-	if (locked)
-		atomic_store_explicit(&p->lock, 0, memory_order_release);
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+counters:
 	if (p->cfg.warning[0]) {
 		size_t n = strlen(st.reason);
 		if (n && n + 2 < sizeof st.reason) {

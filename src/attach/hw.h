@@ -20,10 +20,10 @@
 #define th_hw_kread(id, ts) th_kclock_gettime((id), (ts))
 #define th_hw_ktime() th_ktime(NULL)
 /* time() entry point, or NULL: th_time() calls it directly */
-#define th_hw_ktime_fn() (th_vdso.time)
+#define th_hw_ktime_fn() TH_VDSO(time)
 #define th_hw_order_after_kread() th_order_after_kernel_read()
-#define th_hw_have_ktime() (th_vdso.time != NULL)
-#define th_hw_have_kcoarse() (th_vdso.clock_gettime != NULL)
+#define th_hw_have_ktime() (TH_VDSO(time) != NULL)
+#define th_hw_have_kcoarse() (TH_VDSO(clock_gettime) != NULL)
 #endif
 
 #endif

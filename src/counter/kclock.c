@@ -93,18 +93,21 @@ void *th_vdso_lookup(const void *base, const char *name)
 void th_kclock_init(void)
 {
 	const void *base = (const void *)getauxval(AT_SYSINFO_EHDR);
+	/* relaxed atomic stores: see TH_VDSO in kclock.h */
+#define TH_VDSO_SET(f, name) __atomic_store_n(&th_vdso.f, (th_vdso_##f##_fn)th_vdso_lookup(base, name), __ATOMIC_RELAXED)
 #if defined(__x86_64__)
-	th_vdso.clock_gettime = (th_vdso_clock_gettime_fn)th_vdso_lookup(base, "__vdso_clock_gettime");
-	th_vdso.gettimeofday = (th_vdso_gettimeofday_fn)th_vdso_lookup(base, "__vdso_gettimeofday");
-	th_vdso.time = (th_vdso_time_fn)th_vdso_lookup(base, "__vdso_time");
-	th_vdso.clock_getres = (th_vdso_clock_getres_fn)th_vdso_lookup(base, "__vdso_clock_getres");
+	TH_VDSO_SET(clock_gettime, "__vdso_clock_gettime");
+	TH_VDSO_SET(gettimeofday, "__vdso_gettimeofday");
+	TH_VDSO_SET(time, "__vdso_time");
+	TH_VDSO_SET(clock_getres, "__vdso_clock_getres");
 #elif defined(__aarch64__)
-	th_vdso.clock_gettime = (th_vdso_clock_gettime_fn)th_vdso_lookup(base, "__kernel_clock_gettime");
-	th_vdso.gettimeofday = (th_vdso_gettimeofday_fn)th_vdso_lookup(base, "__kernel_gettimeofday");
-	th_vdso.clock_getres = (th_vdso_clock_getres_fn)th_vdso_lookup(base, "__kernel_clock_getres");
+	TH_VDSO_SET(clock_gettime, "__kernel_clock_gettime");
+	TH_VDSO_SET(gettimeofday, "__kernel_gettimeofday");
+	TH_VDSO_SET(clock_getres, "__kernel_clock_getres");
 #else
 	(void)base;
 #endif
+#undef TH_VDSO_SET
 }
 
 static int ret_errno(long r)
@@ -123,31 +126,35 @@ int th_sys_clock_gettime(clockid_t id, struct timespec *ts)
 
 int th_kclock_gettime(clockid_t id, struct timespec *ts)
 {
-	if (th_vdso.clock_gettime) {
+	th_vdso_clock_gettime_fn clock_gettime_fn = TH_VDSO(clock_gettime);
+	if (clock_gettime_fn) {
 		/* The vDSO returns -errno instead of setting errno. */
-		return ret_errno(th_vdso.clock_gettime(id, ts));
+		return ret_errno(clock_gettime_fn(id, ts));
 	}
 	return (int)syscall(SYS_clock_gettime, id, ts);
 }
 
 int th_kclock_getres(clockid_t id, struct timespec *ts)
 {
-	if (th_vdso.clock_getres)
-		return ret_errno(th_vdso.clock_getres(id, ts));
+	th_vdso_clock_getres_fn clock_getres_fn = TH_VDSO(clock_getres);
+	if (clock_getres_fn)
+		return ret_errno(clock_getres_fn(id, ts));
 	return (int)syscall(SYS_clock_getres, id, ts);
 }
 
 int th_kgettimeofday(struct timeval *tv, void *tz)
 {
-	if (th_vdso.gettimeofday)
-		return ret_errno(th_vdso.gettimeofday(tv, tz));
+	th_vdso_gettimeofday_fn gettimeofday_fn = TH_VDSO(gettimeofday);
+	if (gettimeofday_fn)
+		return ret_errno(gettimeofday_fn(tv, tz));
 	return (int)syscall(SYS_gettimeofday, tv, tz);
 }
 
 time_t th_ktime(time_t *t)
 {
-	if (th_vdso.time)
-		return th_vdso.time(t);
+	th_vdso_time_fn time_fn = TH_VDSO(time);
+	if (time_fn)
+		return time_fn(t);
 	struct timespec ts;
 	if (th_kclock_gettime(CLOCK_REALTIME_COARSE, &ts) != 0)
 		th_kclock_gettime(CLOCK_REALTIME, &ts);

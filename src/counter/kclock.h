@@ -22,8 +22,13 @@ struct th_vdso {
 	th_vdso_clock_getres_fn clock_getres;
 };
 
-/* Filled by th_kclock_init(); all NULL where there is no vDSO. */
+/* Filled by th_kclock_init(); all NULL where there is no vDSO. Threads may
+ * read an entry while another thread's first attach fills it in: every access
+ * is a relaxed atomic one (TH_VDSO). Relaxed is enough: an entry points into
+ * the vDSO, mapped before the process ran, and publishes nothing else; a
+ * reader that sees NULL uses the system call. */
 extern struct th_vdso th_vdso;
+#define TH_VDSO(f) __atomic_load_n(&th_vdso.f, __ATOMIC_RELAXED)
 
 void th_kclock_init(void);
 

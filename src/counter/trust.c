@@ -158,13 +158,14 @@ static void probe_x86(struct th_trust *t)
  * minima, within one call: no absolute threshold. */
 static int vdso_reads_tsc(void)
 {
-	if (!th_vdso.clock_gettime)
+	th_vdso_clock_gettime_fn vdso_gettime = TH_VDSO(clock_gettime);
+	if (!vdso_gettime)
 		return 0;
 	uint64_t best_vdso = ~(uint64_t)0, best_sys = ~(uint64_t)0;
 	for (int i = 0; i < 5; i++) {
 		struct timespec ts;
 		uint64_t c0 = th_counter_ordered();
-		th_vdso.clock_gettime(CLOCK_MONOTONIC, &ts);
+		vdso_gettime(CLOCK_MONOTONIC, &ts);
 		uint64_t c1 = th_counter_ordered();
 		syscall(SYS_getppid);
 		uint64_t c2 = th_counter_ordered();

@@ -39,15 +39,24 @@ static int64_t sandwich(const char *name, clockid_t th_id, clockid_t k_id, int64
 	int64_t worst = 0;
 	const int64_t eps = 1 * US;
 	for (int i = 0; i < n; i++) {
-		struct timespec a, t, b;
+		struct timespec a, t, b, kc = {0, 0};
+		/* coarse: the kernel's own coarse clock first (same id), whose
+		 * lag behind its fine clock is what G5 is measured against when
+		 * the kernel's tick runs late (a loaded guest) */
+		if (below)
+			clock_gettime(th_id, &kc);
 		clock_gettime(k_id, &a);
 		int r = th_clock_gettime(th_id, &t);
 		clock_gettime(k_id, &b);
 		CHECK(r == 0, "%s: returned %d", name, r);
 		CHECK(t.tv_nsec >= 0 && t.tv_nsec < 1000000000L, "%s: tv_nsec %ld", name, t.tv_nsec);
 		int64_t k1 = ts_to_ns(&a), v = ts_to_ns(&t), k2 = ts_to_ns(&b);
-		CHECK(v >= k1 - below - eps && v <= k2 + eps, "%s #%d: %lld not in [%lld, %lld] (%+lld)", name, i,
-		      (long long)v, (long long)k1, (long long)k2, (long long)(v < k1 ? v - k1 : v - k2));
+		int64_t lim = below;
+		if (below && k1 - ts_to_ns(&kc) + below / 2 > lim)
+			lim = k1 - ts_to_ns(&kc) + below / 2; /* the kernel's lag plus a tick */
+		CHECK(v >= k1 - lim - eps && v <= k2 + eps, "%s #%d: %lld not in [%lld, %lld] (%+lld, kernel coarse lag %lld)",
+		      name, i, (long long)v, (long long)k1, (long long)k2, (long long)(v < k1 ? v - k1 : v - k2),
+		      (long long)(below ? k1 - ts_to_ns(&kc) : 0));
 		int64_t err = v < k1 ? k1 - v : v > k2 ? v - k2 : 0;
 		if (err > worst && !below)
 			worst = err;

@@ -729,19 +729,27 @@ static const char *env_get(const char *name, void *ctx)
 
 static void atfork_child(void)
 {
-	/* Only used where MADV_WIPEONFORK is not available. */
-	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
+	/* The child of a libc fork() attaches again, whichever page is in use:
+	 * where MADV_WIPEONFORK is missing (the static page), and where it is
+	 * accepted but not honoured (qemu-user); a MADV_WIPEONFORK page is
+	 * already zero here. Raw SYS_fork children rely on the wiped page. */
+	atomic_store_explicit(&atomic_load_explicit(&th__wipe, memory_order_relaxed)->state, TH_UNATTACHED,
+			      memory_order_relaxed);
 }
 
 static struct th_wipe *map_wipe_page(void)
 {
+	static int atfork_registered; /* inherited by children: registered once */
+	if (!atfork_registered) {
+		atfork_registered = 1;
+		pthread_atfork(NULL, NULL, atfork_child);
+	}
 	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m != MAP_FAILED) {
 		if (madvise(m, 4096, MADV_WIPEONFORK) == 0)
 			return m;
 		munmap(m, 4096);
 	}
-	pthread_atfork(NULL, NULL, atfork_child);
 	return &wipe_static;
 }
 
@@ -1009,7 +1017,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	 * past the fourth needs a commit since the previous one began: a
 	 * stalled writer cannot keep a reader here). Serving phi of a snapshot
 	 * that a commit has superseded could undercut the new line, which may
-	 * lag the kernel (tests/model/timehands.pml: PASS_RETRY). Announcements
+	 * lag the kernel (tests/model/timehands.pml: FIX_PASS_RETRY). Announcements
 	 * change only the announce bits, not TH_CUR_ID. */
 	uint64_t pass_cur = 0;
 	for (int pass = 0;

@@ -154,7 +154,7 @@ struct th_snap {
  * written"). A reader accepts a record only with the generation of the
  * sequence its `cur` named: a slot rewritten since (a later sequence, or an
  * attempt not yet committed or abandoned) is never taken for the record the
- * word named (tests/model/timehands.pml: GEN_MATCH). */
+ * word named (tests/model/timehands.pml checks it; -DBREAK_ANY_GEN removes it). */
 #define TH_GEN_FOR(seq) ((uint32_t)(seq) ? (uint32_t)(seq) : 1u)
 #define TH_CUR_GEN(w) TH_GEN_FOR(TH_CUR_SEQ(w))
 #define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))
@@ -267,7 +267,8 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
  * did not move across a failed round: an empty timeline (nothing committed
  * yet) or one that no writer maintains. Lock-free: it never waits for a
  * stalled writer (G6), it only retries while another writer commits. Model:
- * the reader's GEN_MATCH retry in tests/model/timehands.pml.
+ * snapshot_progress in tests/model/timehands.pml (-DBREAK_NO_PROGRESS: the
+ * give-up after one round it replaced).
  */
 static inline int th_snapshot_progress(struct th_timeline *tl, struct th_snap *s, unsigned *retries)
 {

@@ -218,7 +218,13 @@ seccomp-daemon)
 		sleep 0.1
 	done
 	sleep 0.3
-	mode=$(TIMEHANDS_PAGE=$TMP/run/page "$TH_CLI" status | sed -n 's/^mode: //p')
+	# a new process each time: one whose first reading found the daemon
+	# slower than a millisecond (a loaded machine) stays local for good
+	for i in 1 2 3 4 5; do
+		mode=$(TIMEHANDS_PAGE=$TMP/run/page "$TH_CLI" status | sed -n 's/^mode: //p')
+		[ "$mode" = shared ] && break
+		sleep 0.2
+	done
 	[ "$mode" = shared ] || { kill $dpid; fail "not in shared mode with timehandsd running: $mode"; }
 	(sleep 1; kill $dpid) &
 	TH_COMPAT_SANDBOX_MS=3000 th --page "$TMP/run/page" "$B/compat_sandbox" seccomp

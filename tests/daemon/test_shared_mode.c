@@ -167,8 +167,29 @@ int main(int argc, char **argv)
 	setenv("TIMEHANDS_PAGE", sock, 1);
 
 	pid_t d = start_daemon();
-	/* The first reading attaches this process: shared mode. */
-	CHECK(wait_mode(TH_MODE_SHARED, 3000), "not shared with the daemon running");
+	/* The first reading attaches this process: shared mode. The library
+	 * gives the daemon a millisecond to answer (G8) and stays local for
+	 * good when it does not, which a loaded machine can cause: then the
+	 * whole test starts again in a new process, three times at most. */
+	if (!wait_mode(TH_MODE_SHARED, 3000)) {
+		const char *again = getenv("TH_TEST_ATTACH_AGAIN");
+		int n = again ? atoi(again) : 0;
+		char why0[200];
+		mode_now(why0, sizeof why0);
+		if (n < 3) {
+			fprintf(stderr, "not shared at start (%s): starting again\n", why0);
+			kill(d, SIGTERM);
+			waitpid(d, NULL, 0);
+			unlink(sock);
+			unlink(logf);
+			rmdir(dir);
+			char nb[16];
+			snprintf(nb, sizeof nb, "%d", n + 1);
+			setenv("TH_TEST_ATTACH_AGAIN", nb, 1);
+			execv("/proc/self/exe", argv);
+		}
+		CHECK(0, "not shared with the daemon running (%s)", why0);
+	}
 	char why[200];
 	printf("with the daemon: mode %d (%s)\n", mode_now(why, sizeof why), why);
 

@@ -46,12 +46,13 @@
  * path's snapshot is retried while `cur` moves (th_snapshot_progress), giving
  * up to the kernel's clock (kernel_exact) only when it did not move.
  *
- * Not the code yet: -DFIX_PASS_RETRY lifts th__fine_slow's limit of PASSES
- * passes. Without it (the code as it is) ltl monotonic fails: after PASSES
- * failed passes the code serves phi of the last snapshot (>= the raw kernel
- * reading) without announcing, and a line committed meanwhile that lags the
- * kernel returns less afterwards. tests/tiers/model.sh checks with the
- * define and says so.
+ * -DFIX_PASS_RETRY lifts th__fine_slow's limit of PASSES passes, as the code
+ * does since it keeps going while records change (a failed pass here always
+ * follows a commit). Without it (the code before that change) ltl monotonic
+ * fails: after PASSES failed passes phi of the last snapshot (>= the raw
+ * kernel reading) was served without announcing, and a line committed
+ * meanwhile that lags the kernel returned less afterwards.
+ * tests/tiers/model.sh checks with the define.
  *
  * Daemon mode (-DDAEMON): readers never announce (the page is read-only);
  * they serve phi of the page record (shared_value). leave_shared and the
@@ -765,8 +766,8 @@ inline fine_read()
 	pass = 0;
 	do
 #ifdef FIX_PASS_RETRY
-	/* not in the code yet (see the top): no limit on the passes; every
-	 * failed pass needs a commit, so the writer's progress bounds them */
+	/* as the code (see the top): no limit on the passes; every failed
+	 * pass needs a commit, so the writer's progress bounds them */
 	:: true ->
 #else
 	:: pass >= PASSES -> break

@@ -18,14 +18,16 @@
 # moved, which a failed attempt implies, so more tries per round add no
 # behaviour of interest). Bounded writer commits also bound every retry loop.
 #
-# Approximated / not the code as it is:
-#   -DFIX_PASS_RETRY  th__fine_slow's pass loop is not limited to PASSES:
-#       WITHOUT it the model (= the code today) violates monotonic: after
-#       PASSES failed passes th__fine_slow serves phi of the last snapshot,
-#       which is >= the raw kernel reading, without announcing; a line
-#       committed meanwhile that lags the kernel then returns less. The tier
-#       checks the protocol with that hole closed; remove the define once the
-#       C code retries passes while `cur` moves.
+# Approximated:
+#   -DFIX_PASS_RETRY  th__fine_slow's pass loop is not limited to PASSES.
+#       The code (since "Fine slow path: past four passes, keep going while
+#       records change") stops after PASSES passes only when no commit
+#       happened during the last one, and then serves phi of the current
+#       record; in the model a failed pass always follows a commit, so the
+#       two agree. WITHOUT the define (the code before that change) the
+#       model violates monotonic: phi of a superseded snapshot, served
+#       without announcing, undercuts a line committed meanwhile that lags
+#       the kernel.
 #   The daemon world (MODEL_WORLDS=daemon) is NOT run by default: page
 #       readers no longer announce (the page is read-only; shared_value serves
 #       phi), and with the daemon modelled as the local windup the model finds

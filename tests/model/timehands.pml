@@ -94,8 +94,14 @@
 #define NREADS 2        /* reads of reader 0; the others read once */
 #endif
 #ifndef WINDERS
-#define WINDERS NR      /* local mode: readers 0 .. WINDERS-1 may wind up; the
-			 * others always find the lock held (by a thread not modelled) */
+#define WINDERS NR      /* local mode: readers WFIRST .. WINDERS-1 may wind up;
+			 * the others always find the lock held (by a thread not
+			 * modelled) */
+#endif
+#ifndef WFIRST
+#define WFIRST 0        /* WFIRST=1 WINDERS=2: only reader 1 winds up, so reader 0
+			 * (two reads) can be stalled anywhere while records are
+			 * committed under it */
 #endif
 #ifndef MAXT
 #define MAXT 7          /* time horizon, ticks */
@@ -544,7 +550,7 @@ inline windup_try(did)
 	/* lock (the model bounds the windups of all threads together:
 	 * nwind < NWINDUPS, as if the lock were held from then on) */
 	atomic { if
-		 :: !lock && nwind < NWINDUPS && me < WINDERS -> lock = true; did = true; nwind++
+		 :: !lock && nwind < NWINDUPS && me >= WFIRST && me < WINDERS -> lock = true; did = true; nwind++
 		 :: else -> did = false
 		 fi };
 	if

@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
 # make test-model: the Spin model of the publication protocol
-# (tests/model/timehands.pml) in the local-mode world, two checks: safety (the
-# assertions: no torn record, results within EPS of the kernel; with ltl
-# safety: monotonic across reads, and bounded_retries: a read retries at most
-# 2 x (commits made while it runs) + PASSES times) and progress (every read
-# completes under weak fairness, with a winder that may die at any step).
-# About 150 s (safety, 6.4e7 states, exhaustive, 4 GB) + the progress search
-# on 2 cores.
-#
-# What the local world covers (defines below): RING=2 (every commit wraps:
-# a reader stalled across one commit sees its slot rewritten), MAXT=4 ticks,
-# two readers, reader 0 reads twice, reader 1 once; only reader 0 winds up
-# (WINDERS=1: reader 1 always finds the lock held, as if by a thread not
-# modelled); at most NWINDUPS=2 windups in all; install_line makes
-# ATTEMPTS=1 attempt; th_snapshot makes TRIES=1 attempt per round (with
-# th_snapshot_progress around it a failed attempt is retried whenever `cur`
-# moved, which a failed attempt implies, so more tries per round add no
-# behaviour of interest). Bounded writer commits also bound every retry loop.
+# (tests/model/timehands.pml) in local mode, three exhaustive checks:
+#   local:safety   the assertions (no torn record, results within EPS of the
+#                  kernel) with ltl safety (monotonic across reads, and
+#                  bounded_retries: a read retries at most 2 x (commits made
+#                  while it runs) + PASSES times); reader 0 reads twice and is
+#                  the only one that winds up (WINDERS=1), reader 1 reads once
+#                  (6.4e7 states, ~150-200 s, 4 GB);
+#   stall:safety   the same claims with reader 1 the only winder (WFIRST=1
+#                  WINDERS=2): reader 0 can be stalled anywhere in its two
+#                  reads while records are committed under it (the world in
+#                  which a reader took a rewritten slot for the current one);
+#   small:progress every read completes under weak fairness, with a winder
+#                  that may die at any step (MAXT=3, one windup, one read
+#                  each; ~4e6 states, under a minute).
+# Common bounds: RING=2 (every commit wraps: a reader stalled across one
+# commit sees its slot rewritten), MAXT=4 ticks, at most NWINDUPS=2 windups in
+# all; install_line makes ATTEMPTS=1 attempt; th_snapshot makes TRIES=1
+# attempt per round (with th_snapshot_progress around it a failed attempt is
+# retried whenever `cur` moved, which a failed attempt implies, so more tries
+# per round add no behaviour of interest). Bounded writer commits also bound
+# every retry loop. Readers that do not wind up find the lock held, as if by a
+# thread not modelled.
 #
 # Approximated:
 #   -DFIX_PASS_RETRY  th__fine_slow's pass loop is not limited to PASSES.
@@ -44,7 +49,8 @@
 #   MODEL_DEFINES="-DBREAK_ANY_GEN" make test-model   a deliberately broken
 #       variant (the BREAK_* list is at the top of the model and in
 #       doc/mutations.md); it must fail
-#   MODEL_WORLDS="local daemon" make test-model      also the daemon world
+#   MODEL_CHECKS="stall:safety" make test-model      chosen world:claim pairs
+#   MODEL_WORLDS="local daemon" make test-model      both claims in each world
 #   MODEL_TIMEOUT=900                                seconds per check
 set -euo pipefail
 . "$(dirname "$0")/common.sh"
@@ -59,9 +65,17 @@ t0=$(now_s)
 # world name -> Spin defines (see the top of the model)
 declare -A WORLD=(
 	[local]="-DRING=2 -DMAXT=4 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DFIX_PASS_RETRY"
+	[stall]="-DRING=2 -DMAXT=4 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DWFIRST=1 -DWINDERS=2 -DFIX_PASS_RETRY"
+	[small]="-DRING=2 -DMAXT=3 -DNWINDUPS=1 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DNREADS=1 -DFIX_PASS_RETRY"
 	[daemon]="-DDAEMON -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY"
 )
-worlds=${MODEL_WORLDS:-local}
+# world:claim pairs; MODEL_WORLDS="w ..." checks both claims in each world
+if [ -n "${MODEL_WORLDS:-}" ]; then
+	checks=""
+	for w in $MODEL_WORLDS; do checks="$checks $w:safety $w:progress"; done
+else
+	checks=${MODEL_CHECKS:-"local:safety stall:safety small:progress"}
+fi
 extra=${MODEL_DEFINES:-}
 timeout_s=${MODEL_TIMEOUT:-600}
 
@@ -111,10 +125,14 @@ check() {
 }
 
 bad=0
-for w in $worlds; do
+for c in $checks; do
+	w=${c%%:*} claim=${c#*:}
 	[ -n "${WORLD[$w]:-}" ] || die "unknown world '$w' (${!WORLD[*]})"
-	check "$w" safety || bad=1
-	check "$w" progress -DDEATH || bad=1
+	case $claim in
+	safety) check "$w" safety || bad=1 ;;
+	progress) check "$w" progress -DDEATH || bad=1 ;;
+	*) die "unknown claim '$claim' (safety, progress)" ;;
+	esac
 done
 [ $bad -eq 0 ] || die "the model found violations (see above; spin -t -p replays a trail step by step)"
 tier_log "passed in $(($(now_s) - t0)) s"

@@ -47,16 +47,25 @@ static clockid_t line_clock(int line)
 	return line == TH_RAW ? CLOCK_MONOTONIC_RAW : CLOCK_MONOTONIC;
 }
 
-static clockid_t exact_clock(int line, int sel)
+static int ck_of(int line, int sel)
 {
 	if (line == TH_RAW)
-		return CLOCK_MONOTONIC_RAW;
+		return TH_CK_RAW;
 	switch (sel) {
-	case TH_SEL_REAL: return CLOCK_REALTIME;
-	case TH_SEL_BOOT: return CLOCK_BOOTTIME;
-	case TH_SEL_TAI: return CLOCK_TAI;
-	default: return CLOCK_MONOTONIC;
+	case TH_SEL_REAL: return TH_CK_REAL;
+	case TH_SEL_BOOT: return TH_CK_BOOT;
+	case TH_SEL_TAI: return TH_CK_TAI;
+	default: return TH_CK_MONO;
 	}
+}
+
+/* The kernel's clock for (line, sel), i.e. for clock ck_of(line, sel). */
+static clockid_t exact_clock(int line, int sel)
+{
+	static const clockid_t kernel_id[TH_NCLOCKS] = {
+		[TH_CK_MONO] = CLOCK_MONOTONIC, [TH_CK_REAL] = CLOCK_REALTIME, [TH_CK_BOOT] = CLOCK_BOOTTIME,
+		[TH_CK_TAI] = CLOCK_TAI,        [TH_CK_RAW] = CLOCK_MONOTONIC_RAW};
+	return kernel_id[ck_of(line, sel)];
 }
 
 static int64_t kread_ns(clockid_t id)
@@ -914,19 +923,6 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 	}
 	*v = val;
 	return 1;
-}
-
-
-static int ck_of(int line, int sel)
-{
-	if (line == TH_RAW)
-		return TH_CK_RAW;
-	switch (sel) {
-	case TH_SEL_REAL: return TH_CK_REAL;
-	case TH_SEL_BOOT: return TH_CK_BOOT;
-	case TH_SEL_TAI: return TH_CK_TAI;
-	default: return TH_CK_MONO;
-	}
 }
 
 /* A page record's REALTIME epoch in this process's numbering. */

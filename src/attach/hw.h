@@ -13,6 +13,7 @@
 #include <time.h>
 #include "counter.h"
 #include "kclock.h"
+#include "kdata.h"
 
 #define th_hw_ctr_ordered() th_counter_ordered()
 #define th_hw_ctr_relaxed() th_counter_relaxed()
@@ -24,6 +25,9 @@
 #define th_hw_order_after_kread() th_order_after_kernel_read()
 #define th_hw_have_ktime() (TH_VDSO(time) != NULL)
 #define th_hw_have_kcoarse() (TH_VDSO(clock_gettime) != NULL)
+/* MONOTONIC_COARSE from the kernel's data page: 1 and *ns, or 0 (then
+ * th_hw_kread it) */
+#define th_hw_kcoarse_direct(ns) th_kdata_mono_coarse(ns)
 #endif
 
 #endif

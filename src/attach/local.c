@@ -472,6 +472,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		atomic_store_explicit(&p->sh_epoch, p->disc.epoch, memory_order_relaxed);
 		uint64_t pt = p->page.tick_ns > p->tick_ns ? p->page.tick_ns : p->tick_ns;
 		atomic_store_explicit(&p->sh_fresh_ns, pt + p->tick_ns / 2, memory_order_relaxed);
+		atomic_store_explicit(&p->sh_young, 1, memory_order_relaxed);
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
 										   memory_order_relaxed,
@@ -657,6 +658,9 @@ static void windup_locked(struct th_proc *p)
 {
 	if (th__test_windup_hook)
 		th__test_windup_hook();
+#ifndef TH_SIM
+	th_kdata_check(); /* the direct coarse read still agrees with the vDSO */
+#endif
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		/* The daemon publishes; this process only checks on it when a
@@ -787,6 +791,10 @@ static void first_attach(struct th_proc *p)
 		p->tick_ns = (uint64_t)ts_ns(&res);
 	p->have_kcoarse = th_hw_have_kcoarse();
 	p->have_ktime = th_hw_have_ktime();
+	/* the direct coarse read, found now: later a confined program may
+	 * not open files */
+	if (!p->passthrough && p->have_kcoarse)
+		th_kdata_init();
 	/* Look for timehandsd when a page was named, or when the default
 	 * socket exists: a process on a machine without the daemon makes no
 	 * further system calls for it (seccomp-confined programs). */
@@ -1108,6 +1116,17 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
 				v = above_floor(p, v, TH_CK_MONO, page_epoch(p, s.epoch));
 				uint64_t vr = above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, page_epoch(p, s.epoch));
+				/* This record's coarse values (and, the daemon's
+				 * coarse values never decreasing within an epoch,
+				 * every later record's) are above the floors: coarse
+				 * fast reads need them no more. Release: pairs with
+				 * the fast path's acquire load, which then reads this
+				 * record or a later one. */
+				if (atomic_load_explicit(&p->sh_young, memory_order_relaxed) && s.coarse > cf &&
+				    s.coarse > floor_ns(p, TH_CK_MONO) &&
+				    (page_epoch(p, s.epoch) != atomic_load_explicit(&p->sh_epoch, memory_order_relaxed) ||
+				     s.coarse + (uint64_t)s.off_real > floor_ns(p, TH_CK_REAL)))
+					atomic_store_explicit(&p->sh_young, 0, memory_order_release);
 				*ns = sel == TH_SEL_REAL ? vr : v;
 				return 0;
 			}
@@ -1204,10 +1223,22 @@ struct th_tv th__fine_shared_v(int ck, int ordered)
 	}
 }
 
+/* th__coarse_ts where the kernel's coarse clock is read through the vDSO:
+ * no direct read (kdata.h), or the kernel was updating its page. */
+int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur)
+{
+	if (!th_hw_have_kcoarse())
+		return th__coarse_ts_slow(ci, ts, epoch);
+	struct timespec kts;
+	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
+	return th__coarse_ts_at(ci, ts, epoch, cur, (uint64_t)ts_ns(&kts));
+}
+
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)
 {
 	uint64_t ns;
-	th__coarse_slow(ci ? TH_SEL_REAL : TH_SEL_NONE, &ns, epoch);
+	uint16_t ep;
+	th__coarse_slow(ci ? TH_SEL_REAL : TH_SEL_NONE, &ns, epoch ? epoch : &ep);
 	ns_to_ts((int64_t)ns, ts);
 	return 0;
 }

@@ -86,6 +86,11 @@ struct th_proc {
 	 * the kernel's if longer, plus half a kernel tick). Set before the
 	 * release CAS of a switch to shared mode, which publishes it. */
 	_Atomic uint64_t sh_fresh_ns;
+	/* 1 from a switch to shared mode until a coarse reader saw a page
+	 * record whose coarse values are above the floors of the switch:
+	 * coarse reads take the slow path (above_floor) meanwhile. Set before
+	 * the release CAS of the switch; cleared with a release store. */
+	_Atomic uint32_t sh_young;
 
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
@@ -313,53 +318,68 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
  * stopped or late: the slow path checks on it and leaves shared mode), so a
  * shared coarse reading lags by less than two ticks (G5) even when the
  * daemon stalls. No cheaper clock than the kernel's coarse one can tell
- * that. One attempt; anything unusual goes to the slow path.
+ * that; it is read from the kernel's data page (kdata.h), or, where that
+ * read is not available, through the vDSO (th__coarse_ts_k, out of line).
+ * `fresh` is that reading, taken after `cur`. One attempt; anything unusual
+ * goes to the slow path.
  */
+static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint16_t *epoch,
+								  uint64_t cur, uint64_t fresh)
+{
+	struct th_timeline *tl = &th__P.tl;
+	uint64_t fresh_ns = th__P.tick_ns / 2;
+	uint16_t dep = 0;
+	/* epoch: the REALTIME epoch of the reading, or NULL (not wanted) */
+	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
+		/* Acquire: pairs with the release store that cleared sh_young
+		 * (th__coarse_slow): the page records from the one that store
+		 * saw on are above the floors of the switch. */
+		if (TH_UNLIKELY(atomic_load_explicit(&th__P.sh_young, memory_order_acquire)))
+			return th__coarse_ts_slow(ci, ts, epoch);
+		tl = th__page_tl();
+		/* Acquire: pairs with the daemon's release commit. */
+		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+		fresh_ns = atomic_load_explicit(&th__P.sh_fresh_ns, memory_order_relaxed);
+		dep = ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
+	}
+	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	/* Each value is folded into `bad` as soon as it is loaded, and the
+	 * reading goes into the caller's buffer at once (the slow path
+	 * overwrites it if the copy turns out inconsistent), so that few
+	 * registers stay live across the fence. bad: not the record cur
+	 * named, no window or a windup due (dlo == ddue: a kernel record),
+	 * stale, or below a coarse value already returned. */
+	/* (the generation of sequence 0 is 1, not 0: that one record in 2^32
+	 * takes the slow path) */
+	int bad = g != TH_CUR_SEQ(cur);
+	bad |= atomic_load_explicit(&r->dlo, memory_order_relaxed) ==
+	       atomic_load_explicit(&r->ddue, memory_order_relaxed);
+	bad |= fresh - atomic_load_explicit(&r->tick, memory_order_relaxed) >= fresh_ns;
+	bad |= atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
+	       atomic_load_explicit(&r->coarse, memory_order_relaxed);
+	ts->tv_sec = (time_t)atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
+	ts->tv_nsec =
+		(long)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
+	if (epoch)
+		*epoch = ci ? (uint16_t)(atomic_load_explicit(&r->epoch, memory_order_relaxed) + dep) : 0;
+	/* as in th__read_tl */
+	atomic_thread_fence(memory_order_acquire);
+	if (TH_UNLIKELY(bad | (atomic_load_explicit(&r->gen, memory_order_relaxed) != g)))
+		return th__coarse_ts_slow(ci, ts, epoch);
+	return 0;
+}
+
+int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur) TH_HIDDEN;
+
 static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts, uint16_t *epoch)
 {
 	/* Acquire: as in th__read_cur. */
 	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
-	const int shared = TH_CUR_SLOT(cur) == TH_SLOT_SHARED;
-	struct th_timeline *tl = &th__P.tl;
-	if (TH_UNLIKELY(!th_hw_have_kcoarse()))
-		return th__coarse_ts_slow(ci, ts, epoch);
-	struct timespec kts;
-	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
-	uint64_t fresh = (uint64_t)kts.tv_sec * 1000000000u + (uint64_t)kts.tv_nsec;
-	if (shared) {
-		tl = th__page_tl();
-		/* Acquire: pairs with the daemon's release commit. */
-		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-	}
-	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
-	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
-	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
-	int64_t ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
-	uint64_t coarse = atomic_load_explicit(&r->coarse, memory_order_relaxed);
-	uint64_t tick = atomic_load_explicit(&r->tick, memory_order_relaxed);
-	int64_t sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
-	uint32_t nsec =
-		(uint32_t)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
-	uint16_t ep = ci ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
-	if (shared && ci)
-		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
-	/* as in th__read_tl */
-	atomic_thread_fence(memory_order_acquire);
-	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
-	uint64_t cf = atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed);
-	int stale = shared ? fresh - tick >= atomic_load_explicit(&th__P.sh_fresh_ns, memory_order_relaxed)
-			   : fresh - tick >= th__P.tick_ns / 2;
-	if (TH_UNLIKELY(g != TH_CUR_GEN(cur) || g2 != g || dlo == ddue || stale || cf > coarse))
-		return th__coarse_ts_slow(ci, ts, epoch);
-	if (shared) { /* the floors of the switch */
-		struct th_shared_floor *f = &th__P.sh_floor[ci ? TH_CK_REAL : TH_CK_MONO];
-		if (TH_UNLIKELY(sec <= atomic_load_explicit(&f->sec, memory_order_relaxed)))
-			return th__coarse_ts_slow(ci, ts, epoch);
-	}
-	ts->tv_sec = (time_t)sec;
-	ts->tv_nsec = (long)nsec;
-	*epoch = ep;
-	return 0;
+	uint64_t fresh;
+	if (TH_UNLIKELY(!th_hw_kcoarse_direct(&fresh)))
+		return th__coarse_ts_k(ci, ts, epoch, cur);
+	return th__coarse_ts_at(ci, ts, epoch, cur, fresh);
 }
 
 #endif

@@ -1,0 +1,92 @@
+/*
+ * The kernel's own time data ([vvar] page 0), read directly for one value:
+ * CLOCK_MONOTONIC_COARSE. A coarse read must tell a stale record from a fresh
+ * one, and the only clock that can tell it is the kernel's coarse one; calling
+ * the vDSO for it costs as much as the vDSO's whole coarse read, so a coarse
+ * read that calls it can never be cheaper than the kernel's. Reading the two
+ * words under the kernel's own sequence count costs a few loads.
+ *
+ * The layout is not a kernel ABI, so nothing is assumed that is not checked:
+ * at attach th_kdata_init() finds the [vvar] mapping in /proc/self/maps and
+ * accepts page 0 only if, at one of the offsets where Linux has placed its
+ * clock data (the generic vDSO's struct vdso_data / vdso_clock: 32-bit
+ * sequence count first, then the clock mode, counter fields, and a (sec, nsec)
+ * base per clock id; at the page start since 6.13, 128 bytes in on x86 before),
+ *   - the sequence count is even and the clock mode is a small number (not the
+ *     time-namespace marker),
+ *   - the counter mask is 2^k - 1 and the shift is below 64,
+ *   - the MONOTONIC_COARSE and REALTIME_COARSE bases equal what the vDSO
+ *     returns for those clocks, read with no kernel update in between,
+ *   - and a read through the sequence count lies between two vDSO reads.
+ * Anything else (another layout, a time namespace, qemu-user, no [vvar]) leaves
+ * the direct read off and coarse reads call the vDSO, as before. A read that
+ * finds the count odd or changed also calls the vDSO: one try, never a spin.
+ * th_kdata_check() repeats the sandwich while running (the windup calls it)
+ * and turns the direct read off for good if it ever disagrees.
+ */
+#ifndef TH_COUNTER_KDATA_H
+#define TH_COUNTER_KDATA_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+struct th_kdata {
+	/* Inside [vvar] page 0 once found; until then (and for good after a
+	 * disagreement) a private count that is always odd, so that a reader
+	 * needs no NULL test: it finds the kernel "updating" and calls the
+	 * vDSO. Written by attach and th_kdata_check() with relaxed atomic
+	 * stores. A reader that pairs the kernel's count with the private
+	 * base (a switch under it) reads 0 ns: older than any record, so
+	 * "stale", the slow path; the private count with any base is odd. */
+	const uint32_t *seq;
+	const uint64_t *mono_coarse; /* sec, nsec */
+};
+extern struct th_kdata th_kdata;
+
+/* Where page 0 of [vvar] holds the clock data, given the vDSO's readings of
+ * MONOTONIC_COARSE and REALTIME_COARSE taken with no kernel update between
+ * them and the page read: 0 and the byte offsets of the sequence count and
+ * of the MONOTONIC_COARSE base, or -1. Pure (tests feed it pages). */
+int th_kdata_locate(const unsigned char *page, size_t size, const struct timespec *mono,
+		    const struct timespec *real, size_t *seq_off, size_t *mono_off);
+
+/* Find, check and publish the direct read; no-op if already done (a fork
+ * child keeps its parent's mapping). Needs the vDSO (th_kclock_init). */
+void th_kdata_init(void);
+
+/* Sandwich the direct read between two vDSO reads; on disagreement turn it
+ * off. Returns 1 if the direct read is (still) in use. */
+int th_kdata_check(void);
+
+/* Forget the direct read (tests, and a disagreement). */
+void th_kdata_off(void);
+
+/*
+ * CLOCK_MONOTONIC_COARSE in ns from the kernel's data page: 1 and *ns, or 0
+ * when there is no direct read or the kernel was updating it (the caller then
+ * asks the vDSO). Exactly the vDSO's own reader protocol, one pass:
+ */
+static inline __attribute__((always_inline)) int th_kdata_mono_coarse(uint64_t *ns)
+{
+	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
+	/* Acquire: the base is loaded after the count. Pairs with the
+	 * kernel's write barrier between writing the base and making the
+	 * count even again (vdso_write_end): an even count read here means
+	 * the base below is at least that update's. */
+	uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+	uint64_t sec = __atomic_load_n(&b[0], __ATOMIC_RELAXED);
+	uint64_t nsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
+	/* The base loads complete before the count is read again. Pairs with
+	 * the kernel's write barrier between making the count odd and
+	 * writing the base (vdso_write_begin): a base written by a later
+	 * update implies a changed count below. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (__builtin_expect((s & 1) != 0 || __atomic_load_n(sq, __ATOMIC_RELAXED) != s, 0))
+		return 0;
+	*ns = sec * 1000000000u + nsec;
+	return 1;
+}
+
+#endif

@@ -94,15 +94,21 @@ int th_status(struct th_status *st, size_t size);
  * Inline fast path for th_time() (define TIMEHANDS_NO_INLINE to call the
  * library function instead). The kernel's cached second is accepted when it
  * equals the largest second a fine REALTIME reading of this process returned,
- * exactly as th_time() does; anything else goes to th_time(). The structure
- * below is internal and versioned; it is not part of the API.
+ * exactly as th_time() does; anything else goes to th_time(). The kernel's
+ * second is read from its data page where the library found it there (the
+ * word the kernel's own time() reads, accepted only while the page's sequence
+ * count is even: a time namespace's page has it odd), else from the kernel's
+ * time(). The structure below is internal and versioned; it is not part of
+ * the API: fields are only appended, `minor` says how many exist.
  */
 #define TH__FAST_ABI 1
 struct th__fast {
 	uint32_t abi;                    /* TH__FAST_ABI */
-	uint32_t reserved;
+	uint32_t minor;                  /* 1: ksec and kseq exist */
 	time_t (*time_fn)(time_t *);     /* the kernel's time(); NULL until attached */
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
+	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
+	const uint32_t *kseq;            /* minor >= 1: its data page's sequence count */
 };
 const struct th__fast *th__fast(void);
 
@@ -119,13 +125,28 @@ static inline time_t th__time_inline(time_t *t)
 		__atomic_store_n(&cache, f, __ATOMIC_RELAXED);
 	}
 	/* Acquire pairs with the library's release store of time_fn at attach:
-	 * g3 is valid once time_fn is seen. */
+	 * g3, ksec and kseq are valid once time_fn is seen. */
 	time_t (*fn)(time_t *) = __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(fn != 0 && f->abi == TH__FAST_ABI, 1)) {
-		time_t tk = fn(t);
-		uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
-		if (__builtin_expect((uint64_t)tk == (w & 0xffffffffffffULL), 1))
-			return tk;
+		const uint64_t *ks = f->minor >= 1 ? __atomic_load_n(&f->ksec, __ATOMIC_RELAXED) : 0;
+		uint64_t w;
+		if (__builtin_expect(ks != 0, 1)) {
+			/* Relaxed loads: the kernel writes the second as one
+			 * word, and its time() reads it the same way. */
+			uint32_t sq = __atomic_load_n(__atomic_load_n(&f->kseq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+			uint64_t tk = __atomic_load_n(ks, __ATOMIC_RELAXED);
+			w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+			if (__builtin_expect((sq & 1) == 0 && tk == (w & 0xffffffffffffULL), 1)) {
+				if (t)
+					*t = (time_t)tk;
+				return (time_t)tk;
+			}
+		} else {
+			time_t tk = fn(t);
+			w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+			if (__builtin_expect((uint64_t)tk == (w & 0xffffffffffffULL), 1))
+				return tk;
+		}
 	}
 	return th_time(t);
 }

@@ -255,13 +255,17 @@ static time_t (*_Atomic preload_ktime)(time_t *);
  * floor, the largest second a fine REALTIME read of this process returned;
  * anything else (another second, before the constructor, a mode) goes to
  * th_time(), which decides with a fine read. Each instruction saved counts
- * here: the kernel's own time() is a single load.
+ * here: the kernel's own time() is a single load. The kernel's second comes
+ * from its data page where the library found it there (th__time_kdata).
  */
 TH_EXPORT time_t time(time_t *t)
 {
 	COUNT(TIME);
 	time_t (*kt)(time_t *) = atomic_load_explicit(&preload_ktime, memory_order_relaxed);
 	if (TH_LIKELY(kt != NULL)) {
+		time_t r;
+		if (TH_LIKELY(th__time_kdata(t, &r)))
+			return r;
 		time_t tk = kt(NULL);
 		/* Relaxed, as in th_time(): the floor is one word, raised at
 		 * most once per second. */

@@ -13,6 +13,7 @@
 #include "attach/proc.h"
 #include "cputime/cputime.h"
 #include "kclock.h"
+#include "kdata.h"
 #include "timehands.h"
 
 #define TH_API __attribute__((visibility("default")))
@@ -174,7 +175,12 @@ static __attribute__((noinline)) time_t time_slow(time_t *t, time_t tk, int have
 TH_API time_t th_time(time_t *t)
 {
 	/* Valid in a fork child too: the floor is the same process history,
-	 * and the kernel's second is the kernel's. */
+	 * and the kernel's second is the kernel's. From the kernel's data
+	 * page where it was found (kdata.h; as the inline th_time() of the
+	 * header does), else from the kernel's time(). */
+	time_t r;
+	if (TH_LIKELY(th__time_kdata(t, &r)))
+		return r;
 	time_t (*kt)(time_t *) = th_hw_ktime_fn();
 	if (TH_LIKELY(kt != NULL)) {
 		time_t tk = kt(NULL);

@@ -472,7 +472,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		atomic_store_explicit(&p->sh_epoch, p->disc.epoch, memory_order_relaxed);
 		uint64_t pt = p->page.tick_ns > p->tick_ns ? p->page.tick_ns : p->tick_ns;
 		atomic_store_explicit(&p->sh_fresh_ns, pt + p->tick_ns / 2, memory_order_relaxed);
-		atomic_store_explicit(&p->sh_young, 1, memory_order_relaxed);
+		atomic_store_explicit(&p->sh_fresh_fast, 0, memory_order_relaxed);
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
 										   memory_order_relaxed,
@@ -654,12 +654,18 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 	return 1;
 }
 
+#ifndef TH_SIM
+static void fast_state_kdata_off(void);
+#endif
+
 static void windup_locked(struct th_proc *p)
 {
 	if (th__test_windup_hook)
 		th__test_windup_hook();
 #ifndef TH_SIM
-	th_kdata_check(); /* the direct coarse read still agrees with the vDSO */
+	/* the direct reads still agree with the vDSO */
+	if (!th_kdata_check())
+		fast_state_kdata_off();
 #endif
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
@@ -719,16 +725,34 @@ static void reset_writer(struct th_proc *p)
 }
 
 /* The inline th_time() of the public header reads this. */
-static struct th__fast fast_state = {TH__FAST_ABI, 0, NULL, NULL};
+static struct th__fast fast_state = {TH__FAST_ABI, 1, NULL, NULL, NULL, NULL};
 
 __attribute__((visibility("default"))) const struct th__fast *th__fast(void)
 {
 	return &fast_state;
 }
 
+#ifndef TH_SIM
+/* The inline th_time() stops reading the kernel's data page (kdata.h). */
+static void fast_state_kdata_off(void)
+{
+	__atomic_store_n(&fast_state.ksec, NULL, __ATOMIC_RELAXED);
+}
+#endif
+
 static void publish_fast_state(void)
 {
 	fast_state.g3 = (const uint64_t *)(const void *)&th__P.g3;
+#ifndef TH_SIM
+	/* Relaxed: published by the release store of time_fn below (ksec only
+	 * ever goes to NULL afterwards). kseq is stored before ksec: a reader
+	 * that sees ksec non-NULL finds kseq valid. */
+	if (__atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) != NULL) {
+		__atomic_store_n(&fast_state.kseq, __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+		__atomic_store_n(&fast_state.ksec, __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED),
+				 __ATOMIC_RELAXED);
+	}
+#endif
 	/* Release: g3 is set before the inline path can see time_fn. */
 	__atomic_store_n(&fast_state.time_fn, th_hw_ktime_fn(), __ATOMIC_RELEASE);
 }
@@ -1089,6 +1113,29 @@ static void raise_coarse_floor(struct th_proc *p, uint64_t v)
 		;
 }
 
+/*
+ * A coarse reader found a page record whose coarse values are above the
+ * floors of the switch that `lc` names; so are every later record's (the
+ * daemon's coarse values never decrease within an epoch, and the REALTIME
+ * floor holds only in the epoch of the switch): coarse fast reads may skip
+ * the floors. Under the windup lock, so that no switch (which sets the floors
+ * and sh_fresh_fast = 0) can come between the check that `lc` is still
+ * current and the store; a reader that does not get the lock leaves it to a
+ * later one. Release: pairs with the fast path's acquire load, which then
+ * reads this record or a later one.
+ */
+static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
+{
+	uint32_t z = 0;
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire, memory_order_relaxed))
+		return;
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) == TH_CUR_ID(lc))
+		atomic_store_explicit(&p->sh_fresh_fast, atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed),
+				      memory_order_release);
+	/* Release: as in th__windup_try. */
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+}
+
 int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
@@ -1116,17 +1163,11 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
 				v = above_floor(p, v, TH_CK_MONO, page_epoch(p, s.epoch));
 				uint64_t vr = above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, page_epoch(p, s.epoch));
-				/* This record's coarse values (and, the daemon's
-				 * coarse values never decreasing within an epoch,
-				 * every later record's) are above the floors: coarse
-				 * fast reads need them no more. Release: pairs with
-				 * the fast path's acquire load, which then reads this
-				 * record or a later one. */
-				if (atomic_load_explicit(&p->sh_young, memory_order_relaxed) && s.coarse > cf &&
+				if (atomic_load_explicit(&p->sh_fresh_fast, memory_order_relaxed) == 0 && s.coarse > cf &&
 				    s.coarse > floor_ns(p, TH_CK_MONO) &&
 				    (page_epoch(p, s.epoch) != atomic_load_explicit(&p->sh_epoch, memory_order_relaxed) ||
 				     s.coarse + (uint64_t)s.off_real > floor_ns(p, TH_CK_REAL)))
-					atomic_store_explicit(&p->sh_young, 0, memory_order_release);
+					coarse_floors_passed(p, lc);
 				*ns = sel == TH_SEL_REAL ? vr : v;
 				return 0;
 			}

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "discipline.h"
 #include "hw.h"
+#include "kdata.h"
 #include "page.h"
 #include "page_client.h"
 #include "record.h"
@@ -86,11 +87,12 @@ struct th_proc {
 	 * the kernel's if longer, plus half a kernel tick). Set before the
 	 * release CAS of a switch to shared mode, which publishes it. */
 	_Atomic uint64_t sh_fresh_ns;
-	/* 1 from a switch to shared mode until a coarse reader saw a page
-	 * record whose coarse values are above the floors of the switch:
-	 * coarse reads take the slow path (above_floor) meanwhile. Set before
-	 * the release CAS of the switch; cleared with a release store. */
-	_Atomic uint32_t sh_young;
+	/* What the coarse fast path compares with: 0 (every record stale:
+	 * the slow path, which applies the floors) from a switch to shared
+	 * mode until a coarse reader saw a page record whose coarse values
+	 * are above the floors of the switch; then sh_fresh_ns. Set to 0
+	 * before the release CAS of the switch; set with a release store. */
+	_Atomic uint64_t sh_fresh_fast;
 
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
@@ -331,16 +333,16 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 	uint16_t dep = 0;
 	/* epoch: the REALTIME epoch of the reading, or NULL (not wanted) */
 	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
-		/* Acquire: pairs with the release store that cleared sh_young
+		/* Acquire: pairs with the release store that set it non-zero
 		 * (th__coarse_slow): the page records from the one that store
-		 * saw on are above the floors of the switch. */
-		if (TH_UNLIKELY(atomic_load_explicit(&th__P.sh_young, memory_order_acquire)))
-			return th__coarse_ts_slow(ci, ts, epoch);
+		 * saw on are above the floors of the switch. While it is 0,
+		 * every record is stale: the slow path. */
+		fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
 		tl = th__page_tl();
 		/* Acquire: pairs with the daemon's release commit. */
 		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-		fresh_ns = atomic_load_explicit(&th__P.sh_fresh_ns, memory_order_relaxed);
-		dep = ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
+		if (epoch)
+			dep = ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
 	}
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -371,6 +373,32 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 }
 
 int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur) TH_HIDDEN;
+
+/*
+ * th_time()'s fast path where the kernel's seconds are read from its data
+ * page (kdata.h): 1 (and *t set) when the kernel's second equals the G3
+ * floor, the largest second a fine REALTIME reading of this process
+ * returned; 0 otherwise (no direct read, another second, or a page whose
+ * count is odd: a time namespace's).
+ */
+static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_t *out)
+{
+	const uint64_t *rs = __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED);
+	if (TH_UNLIKELY(rs == NULL))
+		return 0;
+	/* Relaxed loads: the kernel writes the second as one word, and its
+	 * time() reads it so; the floor is one word too, raised at most once
+	 * per second. */
+	uint32_t sq = __atomic_load_n(__atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	uint64_t tk = __atomic_load_n(rs, __ATOMIC_RELAXED);
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if (TH_UNLIKELY((sq & 1) != 0 || tk != (w & TH_G3_SECMASK)))
+		return 0;
+	if (t)
+		*t = (time_t)tk;
+	*out = (time_t)tk;
+	return 1;
+}
 
 static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts, uint16_t *epoch)
 {

@@ -14,7 +14,7 @@
 /* the private words of "no direct read": an odd count */
 static const uint32_t off_seq = 1;
 static const uint64_t off_base[2];
-struct th_kdata th_kdata = {&off_seq, off_base};
+struct th_kdata th_kdata = {&off_seq, off_base, NULL};
 
 static int kdata_on(void)
 {
@@ -153,6 +153,7 @@ static int sandwich(void)
 
 void th_kdata_off(void)
 {
+	__atomic_store_n(&th_kdata.real_sec, NULL, __ATOMIC_RELAXED);
 	__atomic_store_n(&th_kdata.seq, &off_seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&th_kdata.mono_coarse, off_base, __ATOMIC_RELAXED);
 }
@@ -184,8 +185,15 @@ void th_kdata_init(void)
 			continue; /* a tick in between: look again */
 		if (th_kdata_locate(copy, sizeof copy, &m1, &r1, &so, &mo) != 0)
 			return;
+		const uint64_t *rs = (const uint64_t *)(const void *)(page + th_kdata_real_off(mo));
+		time_t t1 = th_ktime(NULL);
+		uint64_t sec = __atomic_load_n(rs, __ATOMIC_RELAXED);
+		time_t t2 = th_ktime(NULL);
+		if (!((uint64_t)t1 <= sec && sec <= (uint64_t)t2))
+			return;
 		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)(const void *)(page + mo), __ATOMIC_RELAXED);
 		__atomic_store_n(&th_kdata.seq, (const uint32_t *)(const void *)(page + so), __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.real_sec, rs, __ATOMIC_RELAXED);
 		if (sandwich() != 1)
 			th_kdata_off();
 		return;
@@ -196,7 +204,11 @@ int th_kdata_check(void)
 {
 	if (!kdata_on())
 		return 0;
-	if (sandwich() == 0) {
+	const uint64_t *rs = __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED);
+	time_t t1 = th_ktime(NULL);
+	uint64_t sec = rs ? __atomic_load_n(rs, __ATOMIC_RELAXED) : 0;
+	time_t t2 = th_ktime(NULL);
+	if (sandwich() == 0 || !rs || sec < (uint64_t)t1 || sec > (uint64_t)t2) {
 		th_kdata_off();
 		return 0;
 	}

@@ -17,7 +17,8 @@
  *   - the counter mask is 2^k - 1 and the shift is below 64,
  *   - the MONOTONIC_COARSE and REALTIME_COARSE bases equal what the vDSO
  *     returns for those clocks, read with no kernel update in between,
- *   - and a read through the sequence count lies between two vDSO reads.
+ *   - a read through the sequence count lies between two vDSO reads, and the
+ *     REALTIME base's seconds between two readings of the kernel's time().
  * Anything else (another layout, a time namespace, qemu-user, no [vvar]) leaves
  * the direct read off and coarse reads call the vDSO, as before. A read that
  * finds the count odd or changed also calls the vDSO: one try, never a spin.
@@ -41,6 +42,9 @@ struct th_kdata {
 	 * "stale", the slow path; the private count with any base is odd. */
 	const uint32_t *seq;
 	const uint64_t *mono_coarse; /* sec, nsec */
+	/* The REALTIME base's seconds: what the kernel's time() returns (it
+	 * reads this word alone, without the count). NULL while off. */
+	const uint64_t *real_sec;
 };
 extern struct th_kdata th_kdata;
 
@@ -50,6 +54,13 @@ extern struct th_kdata th_kdata;
  * of the MONOTONIC_COARSE base, or -1. Pure (tests feed it pages). */
 int th_kdata_locate(const unsigned char *page, size_t size, const struct timespec *mono,
 		    const struct timespec *real, size_t *seq_off, size_t *mono_off);
+
+/* Byte offset of the REALTIME base's seconds, from the MONOTONIC_COARSE
+ * base's (the bases are an array indexed by clock id). */
+static inline size_t th_kdata_real_off(size_t mono_off)
+{
+	return mono_off - 16 * (size_t)CLOCK_MONOTONIC_COARSE + 16 * (size_t)CLOCK_REALTIME;
+}
 
 /* Find, check and publish the direct read; no-op if already done (a fork
  * child keeps its parent's mapping). Needs the vDSO (th_kclock_init). */

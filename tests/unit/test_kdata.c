@@ -12,13 +12,22 @@
  *             the count it reads is seen to move.
  *             Run as `test_kdata timens` in another time namespace, the
  *             direct read must be off (page 0 is the namespace's).
+ *   setns     a process that attached, then moved itself into a new time
+ *             namespace (setns: its page 0 becomes the namespace's, whose
+ *             count is odd and whose REALTIME "base" is an offset of 0):
+ *             th_time(), inline and library, still equals the kernel's
+ *             time(), and the direct coarse read reports "updating" (root).
  *   off       th_kdata_off: reads report "no direct read" and coarse clocks
  *             stay correct through the vDSO.
  */
 #define _GNU_SOURCE
+#include <fcntl.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "counter/kclock.h"
@@ -195,6 +204,63 @@ static void live(int in_timens)
 	       (unsigned long long)misses, seq1 - seq0);
 }
 
+static int setns_child(void)
+{
+	time_t t0 = th_time(NULL); /* attach, and a fine read sets the G3 floor */
+	(void)t0;
+	if (unshare(CLONE_NEWTIME) != 0)
+		return 77;
+	int fd = open("/proc/self/timens_offsets", O_WRONLY);
+	if (fd < 0 || write(fd, "monotonic 86400 0", 17) != 17)
+		return 77;
+	close(fd);
+	fd = open("/proc/self/ns/time_for_children", O_RDONLY);
+	if (fd < 0 || setns(fd, CLONE_NEWTIME) != 0)
+		return 77;
+	close(fd);
+	int timens;
+	vvar_start(&timens);
+	CHECK(timens, "after setns page 0 is not the namespace's");
+	uint64_t v;
+	CHECK(!th_kdata_mono_coarse(&v), "direct coarse read from a time namespace's page");
+	int64_t end = raw_now_ns() + 1500000000; /* across a second boundary */
+	while (raw_now_ns() < end) {
+		time_t a = th_ktime(NULL);
+		time_t x = th_time(NULL);
+		time_t y;
+		th_time(&y);
+		time_t b = th_ktime(NULL);
+		CHECK(a <= x && x <= b && a <= y && y <= b, "th_time %lld/%lld outside [%lld, %lld]", (long long)x,
+		      (long long)y, (long long)a, (long long)b);
+		if (check_failures)
+			break;
+	}
+	int r = check_done("setns") ? 1 : 0;
+	fflush(stdout);
+	return r;
+}
+
+static void setns_case(void)
+{
+	if (getuid() != 0) {
+		printf("setns: not root, not run\n");
+		return;
+	}
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(setns_child());
+	if (pid < 0)
+		return;
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		printf("setns: no time namespaces here\n");
+		return;
+	}
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "setns child status %#x", st);
+}
+
 static void off(void)
 {
 	th_kdata_off();
@@ -222,6 +288,7 @@ int main(int argc, char **argv)
 {
 	layouts();
 	live(argc > 1 && strcmp(argv[1], "timens") == 0);
+	setns_case();
 	off();
 	return check_done("kdata");
 }

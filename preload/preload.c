@@ -108,6 +108,18 @@ FINE(read_realtime, TH_CK_REAL, 1)
 FINE(read_monotonic_relaxed, TH_CK_MONO, 0)
 FINE(read_realtime_relaxed, TH_CK_REAL, 0)
 
+/* The coarse clocks cost about as much as a dispatch: theirs are direct
+ * (th__coarse_ts also holds REALTIME to the G3 floor). */
+static __attribute__((noinline)) int read_monotonic_coarse(struct timespec *ts)
+{
+	return th__coarse_ts(0, ts, NULL);
+}
+
+static __attribute__((noinline)) int read_realtime_coarse(struct timespec *ts)
+{
+	return th__coarse_ts(1, ts, NULL);
+}
+
 /* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1, or a
  * NULL pointer. */
 static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec *ts)
@@ -139,6 +151,10 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 		return read_monotonic(ts);
 	if (id == CLOCK_REALTIME)
 		return read_realtime(ts);
+	if (id == CLOCK_MONOTONIC_COARSE)
+		return read_monotonic_coarse(ts);
+	if (id == CLOCK_REALTIME_COARSE)
+		return read_realtime_coarse(ts);
 	return th_clock_gettime(id, ts);
 }
 

@@ -47,27 +47,11 @@ static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
 }
 
 /* G3 for coarse REALTIME: never a second below one a fine read has
- * returned in this epoch. The floor is rarely above the reading (only in the
- * first tick of a second): the epoch that decides it is fetched only then. */
-static __attribute__((noinline)) int realtime_coarse_g3(struct timespec *ts)
-{
-	uint16_t ep;
-	th__coarse_ts_slow(1, ts, &ep);
-	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if ((uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
-		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
-		ts->tv_nsec = 0;
-	}
-	return 0;
-}
-
+ * returned in this epoch (th__coarse_ts checks the floor's second and leaves
+ * the rare case to th__coarse_real_slow). */
 static __attribute__((noinline)) int get_realtime_coarse(struct timespec *ts)
 {
-	th__coarse_ts(1, ts, NULL);
-	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_UNLIKELY((int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec))
-		return realtime_coarse_g3(ts);
-	return 0;
+	return th__coarse_ts(1, ts, NULL);
 }
 
 static __attribute__((noinline)) int null_timespec(clockid_t id)

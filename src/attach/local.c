@@ -1269,10 +1269,22 @@ struct th_tv th__fine_shared_v(int ck, int ordered)
 int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur)
 {
 	if (!th_hw_have_kcoarse())
-		return th__coarse_ts_slow(ci, ts, epoch);
+		return ci && !epoch ? th__coarse_real_slow(ts) : th__coarse_ts_slow(ci, ts, epoch);
 	struct timespec kts;
 	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
 	return th__coarse_ts_at(ci, ts, epoch, cur, (uint64_t)ts_ns(&kts));
+}
+
+int th__coarse_real_slow(struct timespec *ts)
+{
+	uint16_t ep;
+	th__coarse_ts_slow(1, ts, &ep);
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if ((uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
+		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
+		ts->tv_nsec = 0;
+	}
+	return 0;
 }
 
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)

@@ -167,6 +167,9 @@ struct th_tv {
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
 struct th_tv th__fine_shared_v(int ck, int ordered) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
+/* Coarse REALTIME with the G3 floor applied (the slow path of a reading
+ * that wants no epoch). */
+int th__coarse_real_slow(struct timespec *ts) TH_HIDDEN;
 
 /* G3: remember the REALTIME second a fine read is about to return. The word
  * orders (epoch, second): a reading of a newer epoch (the kernel stepped
@@ -325,25 +328,12 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
  * `fresh` is that reading, taken after `cur`. One attempt; anything unusual
  * goes to the slow path.
  */
-static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint16_t *epoch,
-								  uint64_t cur, uint64_t fresh)
+/* The coarse reading from record `cur` of timeline `tl`, given the kernel's
+ * coarse clock now (`fresh`) and how far behind it a record is stale. */
+static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct timespec *ts, uint16_t *epoch,
+								struct th_timeline *tl, uint64_t cur, uint64_t fresh,
+								uint64_t fresh_ns, uint16_t dep)
 {
-	struct th_timeline *tl = &th__P.tl;
-	uint64_t fresh_ns = th__P.tick_ns / 2;
-	uint16_t dep = 0;
-	/* epoch: the REALTIME epoch of the reading, or NULL (not wanted) */
-	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
-		/* Acquire: pairs with the release store that set it non-zero
-		 * (th__coarse_slow): the page records from the one that store
-		 * saw on are above the floors of the switch. While it is 0,
-		 * every record is stale: the slow path. */
-		fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
-		tl = th__page_tl();
-		/* Acquire: pairs with the daemon's release commit. */
-		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-		if (epoch)
-			dep = ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
-	}
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
 	/* Each value is folded into `bad` as soon as it is loaded, and the
@@ -360,16 +350,41 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 	bad |= fresh - atomic_load_explicit(&r->tick, memory_order_relaxed) >= fresh_ns;
 	bad |= atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
 	       atomic_load_explicit(&r->coarse, memory_order_relaxed);
-	ts->tv_sec = (time_t)atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
+	int64_t sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
+	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec =
 		(long)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
 	if (epoch)
 		*epoch = ci ? (uint16_t)(atomic_load_explicit(&r->epoch, memory_order_relaxed) + dep) : 0;
+	/* REALTIME without an epoch wanted: the G3 floor (the largest second
+	 * a fine REALTIME reading returned) above this second is left to
+	 * th__coarse_real_slow, which knows the floor's epoch. */
+	if (ci && !epoch)
+		bad |= (int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec;
 	/* as in th__read_tl */
 	atomic_thread_fence(memory_order_acquire);
 	if (TH_UNLIKELY(bad | (atomic_load_explicit(&r->gen, memory_order_relaxed) != g)))
-		return th__coarse_ts_slow(ci, ts, epoch);
+		return ci && !epoch ? th__coarse_real_slow(ts) : th__coarse_ts_slow(ci, ts, epoch);
 	return 0;
+}
+
+/* epoch: the REALTIME epoch of the reading, or NULL (not wanted). Each mode
+ * has its own copy of the record read, so that neither jumps back. */
+static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint16_t *epoch,
+								  uint64_t cur, uint64_t fresh)
+{
+	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
+		/* Acquire: pairs with the release store that set it non-zero
+		 * (th__coarse_slow): the page records from the one that store
+		 * saw on are above the floors of the switch. While it is 0,
+		 * every record is stale: the slow path. */
+		uint64_t fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
+		/* Acquire: pairs with the daemon's release commit. */
+		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
+		uint16_t dep = epoch && ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
+		return th__coarse_rec(ci, ts, epoch, th__page_tl(), pcur, fresh, fresh_ns, dep);
+	}
+	return th__coarse_rec(ci, ts, epoch, &th__P.tl, cur, fresh, th__P.tick_ns / 2, 0);
 }
 
 int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur) TH_HIDDEN;

@@ -86,6 +86,9 @@ struct th_status {
 	uint64_t tick_ns;       /* the kernel's coarse clock resolution */
 	uint64_t window_ns;     /* validity window of the current record */
 	char page_path[96];     /* shared page in use or looked for */
+	/* where coarse clocks and th_time() read the kernel's tick from:
+	 * "data page" (read directly), "vdso", "system call" */
+	char kernel_tick[32];
 };
 
 int th_status(struct th_status *st, size_t size);

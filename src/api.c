@@ -308,6 +308,8 @@ counters:
 		copy_str(st.reason + n, sizeof st.reason - n, p->cfg.warning);
 	}
 	copy_str(st.page_path, sizeof st.page_path, p->cfg.page);
+	copy_str(st.kernel_tick, sizeof st.kernel_tick,
+		 th__kdata_recheck() ? "data page" : TH_VDSO(clock_gettime) ? "vdso" : "system call");
 
 	st.windups = atomic_load_explicit(&p->windups, memory_order_relaxed);
 	st.retries = atomic_load_explicit(&p->retries, memory_order_relaxed);

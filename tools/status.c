@@ -71,6 +71,7 @@ int th_cli_status(int argc, char **argv)
 	th_emit_int(&e, "tick", (long long)st.tick_ns, "ns");
 	th_emit_int(&e, "window", (long long)st.window_ns, "ns");
 	th_emit_str(&e, "page", st.page_path);
+	th_emit_str(&e, "kernel_tick", st.kernel_tick);
 	th_emit_bool(&e, "disabled", cfg.disable);
 	th_emit_bool(&e, "relaxed", cfg.relaxed && !cfg.disable);
 	th_emit_str(&e, "cputime", cfg.cputime_coarse && !cfg.disable ? "coarse" : "exact");

@@ -654,18 +654,13 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 	return 1;
 }
 
-#ifndef TH_SIM
-static void fast_state_kdata_off(void);
-#endif
 
 static void windup_locked(struct th_proc *p)
 {
 	if (th__test_windup_hook)
 		th__test_windup_hook();
 #ifndef TH_SIM
-	/* the direct reads still agree with the vDSO */
-	if (!th_kdata_check())
-		fast_state_kdata_off();
+	th__kdata_recheck();
 #endif
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
@@ -733,10 +728,19 @@ __attribute__((visibility("default"))) const struct th__fast *th__fast(void)
 }
 
 #ifndef TH_SIM
-/* The inline th_time() stops reading the kernel's data page (kdata.h). */
-static void fast_state_kdata_off(void)
+/* The direct reads of the kernel's data page still agree with the vDSO;
+ * if not, they stop, for the inline th_time() of the header too. */
+int th__kdata_recheck(void)
 {
+	if (th_kdata_check())
+		return 1;
 	__atomic_store_n(&fast_state.ksec, NULL, __ATOMIC_RELAXED);
+	return 0;
+}
+#else
+int th__kdata_recheck(void)
+{
+	return 0; /* the simulated kernel has no data page */
 }
 #endif
 

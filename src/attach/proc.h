@@ -170,6 +170,9 @@ int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
 int th__coarse_real_slow(struct timespec *ts) TH_HIDDEN;
+/* th_kdata_check(), also turning the header's inline th_time() off the
+ * kernel's data page on a disagreement; 1 while the direct reads are on. */
+int th__kdata_recheck(void) TH_HIDDEN;
 
 /* G3: remember the REALTIME second a fine read is about to return. The word
  * orders (epoch, second): a reading of a newer epoch (the kernel stepped

@@ -173,6 +173,10 @@ static void live(int in_timens)
 	if (in_timens)
 		CHECK(timens && !on, "run in a time namespace: page 0 %s, direct read %s",
 		      timens ? "the namespace's" : "not the namespace's", on ? "on" : "off");
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(strcmp(st.kernel_tick, on ? "data page" : "vdso") == 0, "status says the kernel tick is read from %s",
+	      st.kernel_tick);
 	if (!on)
 		return;
 	CHECK((uintptr_t)th_kdata.seq >= vv && (uintptr_t)th_kdata.seq < vv + 4096, "count outside [vvar] page 0");
@@ -267,6 +271,9 @@ static void off(void)
 	uint64_t v;
 	CHECK(!th_kdata_mono_coarse(&v), "direct read after off");
 	CHECK(!th_kdata_check(), "check after off");
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(strcmp(st.kernel_tick, "vdso") == 0, "status after off: %s", st.kernel_tick);
 	/* coarse clocks through the vDSO: still within the kernel's */
 	struct timespec res;
 	th_kclock_getres(CLOCK_MONOTONIC_COARSE, &res);

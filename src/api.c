@@ -73,13 +73,8 @@ TH_API int th_clock_gettime(clockid_t id, struct timespec *ts)
 {
 	if (TH_UNLIKELY(!ts))
 		return null_timespec(id);
-	/* The clocks programs read most, and the coarse ones (which cost about
-	 * as much as this dispatch), are direct branches ahead of the jump
-	 * table: its indirect jump costs as much as a coarse read's loads. */
-	if (TH_LIKELY(id == CLOCK_MONOTONIC))
-		return get_monotonic(ts);
-	if (id == CLOCK_REALTIME)
-		return get_realtime(ts);
+	/* The coarse clocks cost about as much as this dispatch: theirs are
+	 * direct branches ahead of the jump table. */
 	if (id == CLOCK_MONOTONIC_COARSE)
 		return get_monotonic_coarse(ts);
 	if (id == CLOCK_REALTIME_COARSE)

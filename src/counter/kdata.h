@@ -94,7 +94,10 @@ static inline __attribute__((always_inline)) int th_kdata_mono_coarse(uint64_t *
 	 * writing the base (vdso_write_begin): a base written by a later
 	 * update implies a changed count below. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__builtin_expect((s & 1) != 0 || __atomic_load_n(sq, __ATOMIC_RELAXED) != s, 0))
+	/* odd (the kernel was writing) or changed: one compare, as the count
+	 * only grows (an odd s never equals the count with its low bit
+	 * cleared again) */
+	if (__builtin_expect(__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u), 0))
 		return 0;
 	*ns = sec * 1000000000u + nsec;
 	return 1;

@@ -244,7 +244,33 @@ static void sc_shared_events(struct sim_config *c)
 	sim_add_event(c, 210 * MS, EV_MONO_RATE, -300000, 0);
 }
 
+/* Readers that call only coarse clocks and time(): no fine read refreshes
+ * the records or checks on the daemon, so the coarse path's own staleness
+ * test (the kernel's tick against the record's) must keep them fresh (G5),
+ * in local mode across writer stalls and in shared mode across daemon stops
+ * and a kill. */
+static void sc_coarse_only(struct sim_config *c)
+{
+	c->coarse_only = 1;
+	c->duration_ns = 200 * MS;
+	uint64_t r = mix(c->seed ^ 0xc0a25e);
+	sim_add_stall(c, -1, sim_writer_steps[r % (uint64_t)count_steps(sim_writer_steps)], 1 + (int)((r >> 8) % 10),
+		      5 * MS + (int64_t)((r >> 16) % (uint64_t)(30 * MS)));
+}
+
+static void sc_shared_coarse(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->coarse_only = 1;
+	c->duration_ns = 300 * MS;
+	for (int i = 0; i < 6; i++)
+		sim_add_event(c, (20 + 30 * i) * MS + i * 777777, EV_DAEMON_STOP, (3 + 4 * i) * MS, 0);
+	sim_add_event(c, 220 * MS + 55555, EV_DAEMON_KILL, 0, 0);
+}
+
 static const struct scenario scenarios[] = {
+	{"coarse-only", sc_coarse_only},
+	{"shared-coarse", sc_shared_coarse},
 	{"shared", sc_shared},
 	{"shared-stop", sc_shared_stop},
 	{"shared-kill", sc_shared_kill},

@@ -260,6 +260,20 @@ uint64_t th_sim_ctr(int ordered)
 	return c;
 }
 
+/* The direct read of the kernel's coarse clock (src/counter/kdata.h): the
+ * virtual kernel's coarse clock, or, one time in four, "the kernel was
+ * updating its page", after which the reader asks the vDSO path
+ * (th__coarse_ts_k): both paths meet every scenario. */
+int th_sim_kcoarse_direct(uint64_t *ns)
+{
+	if ((rnd() & 3) == 0)
+		return 0;
+	struct timespec ts;
+	th_sim_kread(CLOCK_MONOTONIC_COARSE, &ts);
+	*ns = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
+	return 1;
+}
+
 int th_sim_kread(clockid_t id, struct timespec *ts)
 {
 	maybe_switch("kread");
@@ -633,14 +647,17 @@ static void reader_main(int id)
 		TH[cur].stall_until = W.T + 1000000;
 		swapcontext(&TH[cur].ctx, &sched_ctx);
 	}
-	int total = 0;
-	for (int i = 0; i < OP_N; i++)
-		total += op_weight[i];
+	int weight[OP_N], total = 0;
+	for (int i = 0; i < OP_N; i++) {
+		int coarse = i == OP_MONO_CO || i == OP_REAL_CO || i == OP_TIME;
+		weight[i] = W.cfg->coarse_only && !coarse ? 0 : op_weight[i];
+		total += weight[i];
+	}
 	uint64_t n = 0;
 	while (W.T < W.cfg->duration_ns) {
 		int r = (int)(rnd() % (uint64_t)total), op = 0;
-		while (r >= op_weight[op])
-			r -= op_weight[op++];
+		while (r >= weight[op])
+			r -= weight[op++];
 		do_read(op);
 		n++;
 		if (W.cfg->fork_at_read && !forked && O.reads >= (uint64_t)W.cfg->fork_at_read) {

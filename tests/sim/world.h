@@ -70,6 +70,8 @@ struct sim_config {
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
 	int first_read_only;     /* only the first read of a fresh process (G8) */
 	int daemon;              /* run a virtual timehandsd; the process may read its page */
+	int coarse_only;         /* readers call only coarse clocks and time() (G5: they must
+				    see them advance, with nothing else refreshing the records) */
 };
 
 struct sim_result {

@@ -459,6 +459,18 @@ static void mode_stop(void)
 	}
 	rng_state = (uint64_t)kns(CLOCK_MONOTONIC) | 1;
 	printf("stop: seed %llu\n", (unsigned long long)rng_state);
+	/* The stops start once the daemon serves a counter line (its
+	 * discipline needs a few undisturbed windups first, which a loaded
+	 * machine may stretch to seconds), so that they interrupt lines. */
+	if (counter_lines(&m) && !SLOW_BUILD) {
+		int64_t lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
+		struct th_snap s;
+		unsigned rr = 0;
+		memset(&s, 0, sizeof s);
+		while (!(th_snapshot((struct th_timeline *)m.tl, &s, &rr) == 0 && s.kind == TH_REC_LINE) && kns(CLOCK_MONOTONIC) < lim)
+			sleep_ns(NS_PER_MS);
+		CHECK(s.kind == TH_REC_LINE, "stop: no counter line published within 5 s of the start");
+	}
 	struct reader_ctl rc[2];
 	pthread_t t[2];
 	start_readers(rc, t, 2, &m, 0);

@@ -208,7 +208,7 @@ int th_kdata_check(void)
 	time_t t1 = th_ktime(NULL);
 	uint64_t sec = rs ? __atomic_load_n(rs, __ATOMIC_RELAXED) : 0;
 	time_t t2 = th_ktime(NULL);
-	if (sandwich() == 0 || !rs || sec < (uint64_t)t1 || sec > (uint64_t)t2) {
+	if (sandwich() != 1 || !rs || sec < (uint64_t)t1 || sec > (uint64_t)t2) {
 		th_kdata_off();
 		return 0;
 	}

@@ -228,6 +228,9 @@ static int setns_child(void)
 	CHECK(timens, "after setns page 0 is not the namespace's");
 	uint64_t v;
 	CHECK(!th_kdata_mono_coarse(&v), "direct coarse read from a time namespace's page");
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(strcmp(st.kernel_tick, "vdso") == 0, "after setns status says %s", st.kernel_tick);
 	int64_t end = raw_now_ns() + 1500000000; /* across a second boundary */
 	while (raw_now_ns() < end) {
 		time_t a = th_ktime(NULL);

@@ -112,12 +112,12 @@ FINE(read_realtime_relaxed, TH_CK_REAL, 0)
  * (th__coarse_ts also holds REALTIME to the G3 floor). */
 static __attribute__((noinline)) int read_monotonic_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(0, ts, NULL);
+	return th__coarse_ts(0, ts);
 }
 
 static __attribute__((noinline)) int read_realtime_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(1, ts, NULL);
+	return th__coarse_ts(1, ts);
 }
 
 /* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1, or a

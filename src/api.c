@@ -43,7 +43,7 @@ FINE(get_realtime_relaxed, TH_CK_REAL, 0)
 
 static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(0, ts, NULL);
+	return th__coarse_ts(0, ts);
 }
 
 /* G3 for coarse REALTIME: never a second below one a fine read has
@@ -51,7 +51,7 @@ static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
  * the rare case to th__coarse_real_slow). */
 static __attribute__((noinline)) int get_realtime_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(1, ts, NULL);
+	return th__coarse_ts(1, ts);
 }
 
 static __attribute__((noinline)) int null_timespec(clockid_t id)

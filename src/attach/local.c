@@ -654,7 +654,6 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 	return 1;
 }
 
-
 static void windup_locked(struct th_proc *p)
 {
 	if (th__test_windup_hook)
@@ -1270,13 +1269,13 @@ struct th_tv th__fine_shared_v(int ck, int ordered)
 
 /* th__coarse_ts where the kernel's coarse clock is read through the vDSO:
  * no direct read (kdata.h), or the kernel was updating its page. */
-int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur)
+int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
 {
 	if (!th_hw_have_kcoarse())
-		return ci && !epoch ? th__coarse_real_slow(ts) : th__coarse_ts_slow(ci, ts, epoch);
+		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
 	struct timespec kts;
 	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
-	return th__coarse_ts_at(ci, ts, epoch, cur, (uint64_t)ts_ns(&kts));
+	return th__coarse_ts_at(ci, ts, cur, (uint64_t)ts_ns(&kts));
 }
 
 int th__coarse_real_slow(struct timespec *ts)

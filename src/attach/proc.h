@@ -333,9 +333,8 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
  */
 /* The coarse reading from record `cur` of timeline `tl`, given the kernel's
  * coarse clock now (`fresh`) and how far behind it a record is stale. */
-static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct timespec *ts, uint16_t *epoch,
-								struct th_timeline *tl, uint64_t cur, uint64_t fresh,
-								uint64_t fresh_ns, uint16_t dep)
+static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct timespec *ts, struct th_timeline *tl,
+								uint64_t cur, uint64_t fresh, uint64_t fresh_ns)
 {
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -343,10 +342,9 @@ static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct t
 	 * reading goes into the caller's buffer at once (the slow path
 	 * overwrites it if the copy turns out inconsistent), so that few
 	 * registers stay live across the fence. bad: not the record cur
-	 * named, no window or a windup due (dlo == ddue: a kernel record),
-	 * stale, or below a coarse value already returned. */
-	/* (the generation of sequence 0 is 1, not 0: that one record in 2^32
-	 * takes the slow path) */
+	 * named (the generation of sequence 0 is 1, not 0: that one record in
+	 * 2^32 takes the slow path), no window or a windup due (dlo == ddue:
+	 * a kernel record), stale, or below a coarse value already returned. */
 	int bad = g != TH_CUR_SEQ(cur);
 	bad |= atomic_load_explicit(&r->dlo, memory_order_relaxed) ==
 	       atomic_load_explicit(&r->ddue, memory_order_relaxed);
@@ -357,24 +355,22 @@ static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct t
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec =
 		(long)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
-	if (epoch)
-		*epoch = ci ? (uint16_t)(atomic_load_explicit(&r->epoch, memory_order_relaxed) + dep) : 0;
-	/* REALTIME without an epoch wanted: the G3 floor (the largest second
-	 * a fine REALTIME reading returned) above this second is left to
-	 * th__coarse_real_slow, which knows the floor's epoch. */
-	if (ci && !epoch)
+	/* REALTIME: the G3 floor (the largest second a fine REALTIME reading
+	 * returned) above this second is left to th__coarse_real_slow, which
+	 * knows the floor's epoch. */
+	if (ci)
 		bad |= (int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec;
 	/* as in th__read_tl */
 	atomic_thread_fence(memory_order_acquire);
 	if (TH_UNLIKELY(bad | (atomic_load_explicit(&r->gen, memory_order_relaxed) != g)))
-		return ci && !epoch ? th__coarse_real_slow(ts) : th__coarse_ts_slow(ci, ts, epoch);
+		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
 	return 0;
 }
 
-/* epoch: the REALTIME epoch of the reading, or NULL (not wanted). Each mode
- * has its own copy of the record read, so that neither jumps back. */
-static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint16_t *epoch,
-								  uint64_t cur, uint64_t fresh)
+/* Each mode has its own copy of the record read, so that neither jumps
+ * back. */
+static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint64_t cur,
+								  uint64_t fresh)
 {
 	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
 		/* Acquire: pairs with the release store that set it non-zero
@@ -384,13 +380,12 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 		uint64_t fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
 		/* Acquire: pairs with the daemon's release commit. */
 		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
-		uint16_t dep = epoch && ci ? (uint16_t)atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed) : 0;
-		return th__coarse_rec(ci, ts, epoch, th__page_tl(), pcur, fresh, fresh_ns, dep);
+		return th__coarse_rec(ci, ts, th__page_tl(), pcur, fresh, fresh_ns);
 	}
-	return th__coarse_rec(ci, ts, epoch, &th__P.tl, cur, fresh, th__P.tick_ns / 2, 0);
+	return th__coarse_rec(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2);
 }
 
-int th__coarse_ts_k(int ci, struct timespec *ts, uint16_t *epoch, uint64_t cur) TH_HIDDEN;
+int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;
 
 /*
  * th_time()'s fast path where the kernel's seconds are read from its data
@@ -418,14 +413,15 @@ static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_
 	return 1;
 }
 
-static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts, uint16_t *epoch)
+/* Coarse MONOTONIC (ci 0) or REALTIME (ci 1, held to the G3 floor). */
+static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts)
 {
 	/* Acquire: as in th__read_cur. */
 	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 	uint64_t fresh;
 	if (TH_UNLIKELY(!th_hw_kcoarse_direct(&fresh)))
-		return th__coarse_ts_k(ci, ts, epoch, cur);
-	return th__coarse_ts_at(ci, ts, epoch, cur, fresh);
+		return th__coarse_ts_k(ci, ts, cur);
+	return th__coarse_ts_at(ci, ts, cur, fresh);
 }
 
 #endif

@@ -122,12 +122,6 @@ static uintptr_t find_vvar(void)
 	return found;
 }
 
-static int kread(clockid_t id, struct timespec *ts)
-{
-	th_vdso_clock_gettime_fn f = TH_VDSO(clock_gettime);
-	return f ? f(id, ts) : -1;
-}
-
 static uint64_t ts_ns(const struct timespec *ts)
 {
 	return (uint64_t)ts->tv_sec * NS_PER_S + (uint64_t)ts->tv_nsec;
@@ -140,10 +134,10 @@ static int sandwich(void)
 	for (int i = 0; i < 4; i++) {
 		struct timespec a, b;
 		uint64_t v;
-		if (kread(CLOCK_MONOTONIC_COARSE, &a) != 0)
+		if (th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &a) != 0)
 			return 0;
 		int got = th_kdata_mono_coarse(&v);
-		if (kread(CLOCK_MONOTONIC_COARSE, &b) != 0)
+		if (th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &b) != 0)
 			return 0;
 		if (got)
 			return ts_ns(&a) <= v && v <= ts_ns(&b);
@@ -169,7 +163,7 @@ void th_kdata_init(void)
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct timespec m1, r1, m2;
 		size_t so, mo;
-		if (kread(CLOCK_MONOTONIC_COARSE, &m1) != 0 || kread(CLOCK_REALTIME_COARSE, &r1) != 0)
+		if (th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &m1) != 0 || th_kclock_gettime(CLOCK_REALTIME_COARSE, &r1) != 0)
 			return;
 		/* The page is read with plain loads while the kernel may write
 		 * it: copy it with atomic loads first. The copy is consistent
@@ -179,7 +173,7 @@ void th_kdata_init(void)
 			uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(page + k), __ATOMIC_RELAXED);
 			memcpy(copy + k, &w, 8);
 		}
-		if (kread(CLOCK_MONOTONIC_COARSE, &m2) != 0)
+		if (th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &m2) != 0)
 			return;
 		if (ts_ns(&m1) != ts_ns(&m2))
 			continue; /* a tick in between: look again */

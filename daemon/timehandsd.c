@@ -2,11 +2,21 @@
  * timehandsd: one publisher of time records for every process on the machine
  * (FreeBSD's shared-page timehands, in user space). See timehandsd(8).
  *
- * The page: a memfd of TH_PAGE_SIZE bytes (core/page.h) mapped read-write
- * here, then sealed against shrinking, growing and any new writable mapping;
- * its descriptor is handed to whoever connects to the Unix socket at the page
- * path (attach/page_client.c is the other end). Nothing is ever written to
- * the file system but the socket (and an optional pid file).
+ * The page: a memfd of TH_PAGE_SIZE bytes (core/page.h), mode 0644, mapped
+ * read-write here and sealed against shrinking and growing (a mapping of it
+ * can never fault). Whoever connects to the Unix socket at the page path gets
+ * a read-only descriptor of it (a reopen through /proc/self/fd): a reader can
+ * neither write it nor map it writable, nor reopen it for writing (the mode),
+ * unless it is the page's owner (root, when started as root) or root
+ * (attach/page_client.c is the other end). Nothing is ever written to the
+ * file system but the socket (and an optional pid file).
+ *
+ * Restart: under systemd (FileDescriptorStoreMax=) the writable descriptor
+ * goes to the service manager's descriptor store (sd_notify FDSTORE=1), which
+ * hands it to the next timehandsd of the service (LISTEN_FDS, name "page").
+ * That one continues the same page (th_page_adopt): running programs, which
+ * left the page when its heartbeat stopped, find it alive again and rejoin
+ * without a system call, as they do after a SIGSTOP.
  *
  * The records: the same ring, records and publication protocol as local mode
  * (record.h), planned by the same discipline (discipline.h). One thread, one
@@ -38,6 +48,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stddef.h>
 #include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -89,8 +100,10 @@ struct daemon {
 	/* resources */
 	struct th_page_hdr *hdr;
 	struct th_timeline *tl;
-	int memfd, lfd, tick_fd, due_fd, rt_fd, sig_fd;
+	int memfd, rofd, lfd, tick_fd, due_fd, rt_fd, sig_fd;
 	int socket_bound;
+	int stored_fd;            /* the page from the descriptor store (LISTEN_FDS), -1 if none */
+	int adopted;              /* the page is the previous publisher's (th_page_adopt) */
 
 	/* writer state */
 	struct th_trust trust;
@@ -412,7 +425,8 @@ static void serve_clients(void)
 		cm->cmsg_level = SOL_SOCKET;
 		cm->cmsg_type = SCM_RIGHTS;
 		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &D.memfd, sizeof(int));
+		/* The read-only descriptor: never the writable one. */
+		memcpy(CMSG_DATA(cm), &D.rofd, sizeof(int));
 		/* Never blocks: a fresh socket's buffer holds the greeting. */
 		if (sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			logmsg(LOG_DEBUG, "sendmsg: %s", strerror(errno));
@@ -424,20 +438,55 @@ static void serve_clients(void)
 
 /* ------------------------------------------------------------ setup */
 
+/* The previous publisher's page, kept by the service manager: the ring and
+ * its records go on (th_page_adopt checks the rest). The discipline starts
+ * from the current record's REALTIME epoch and offsets, as a process that
+ * leaves the page does, so that a step while no publisher ran shows as a
+ * step (a new epoch) and no offset moves without one. */
+static int adopt_page(int fd, const struct th_page_ident *id)
+{
+	char why[200] = "";
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	int acc = fcntl(fd, F_GETFL);
+	void *m = MAP_FAILED;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size != (off_t)TH_PAGE_SIZE)
+		snprintf(why, sizeof why, "not a file of %u bytes", TH_PAGE_SIZE);
+	else if (seals < 0 || !(seals & F_SEAL_SHRINK) || !(seals & F_SEAL_GROW))
+		snprintf(why, sizeof why, "not sealed against shrinking and growing");
+	else if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))
+		snprintf(why, sizeof why, "sealed against writes (an older timehandsd's page)");
+	else if (acc < 0 || (acc & O_ACCMODE) != O_RDWR)
+		snprintf(why, sizeof why, "the descriptor is not writable");
+	else if ((m = mmap(NULL, TH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+		snprintf(why, sizeof why, "mmap: %s", strerror(errno));
+	else if (th_page_adopt(m, id, why, sizeof why) == 0) {
+		D.memfd = fd;
+		D.hdr = m;
+		D.tl = th_page_timeline(D.hdr);
+		D.wr.tl = D.tl;
+		D.adopted = 1;
+		if (mlock(m, TH_PAGE_SIZE) != 0)
+			logmsg(LOG_DEBUG, "mlock: %s", strerror(errno));
+		struct th_snap s;
+		unsigned retries = 0;
+		if (th_snapshot(D.tl, &s, &retries) == 0 && s.kind != TH_REC_EMPTY) {
+			D.disc.epoch = s.epoch;
+			th_disc_hold_offsets(&D.disc, &s);
+		}
+		logmsg(LOG_INFO, "continuing the previous timehandsd's page (from the descriptor store): %llu records so far",
+		       (unsigned long long)atomic_load_explicit(&D.hdr->publishes, memory_order_relaxed));
+		return 0;
+	}
+	logmsg(LOG_WARNING, "the stored page cannot be continued (%s): a new page (running programs rejoin it only with TIMEHANDS_PAGE_RECONNECT=1)", why);
+	if (m != MAP_FAILED)
+		munmap(m, TH_PAGE_SIZE);
+	close(fd);
+	return -1;
+}
+
 static void make_page(void)
 {
-	D.memfd = memfd_create("timehands-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (D.memfd < 0)
-		die("memfd_create: %s", strerror(errno));
-	if (ftruncate(D.memfd, TH_PAGE_SIZE) != 0)
-		die("ftruncate: %s", strerror(errno));
-	if (fchmod(D.memfd, 0644) != 0)
-		logmsg(LOG_WARNING, "fchmod on the page: %s", strerror(errno));
-	void *m = mmap(NULL, TH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, D.memfd, 0);
-	if (m == MAP_FAILED)
-		die("mmap: %s", strerror(errno));
-	if (mlock(m, TH_PAGE_SIZE) != 0)
-		logmsg(LOG_DEBUG, "mlock: %s", strerror(errno));
 	struct th_page_ident id;
 	memset(&id, 0, sizeof id);
 	id.counter_kind = D.lines ? TH_COUNTER_KIND : 0;
@@ -452,21 +501,134 @@ static void make_page(void)
 		logmsg(LOG_WARNING, "cannot read this process's time-namespace offsets");
 	id.start_ns = (uint64_t)kread_ns(CLOCK_MONOTONIC);
 	id.clocksource = D.trust.clocksource;
+	if (D.stored_fd >= 0) {
+		int fd = D.stored_fd;
+		D.stored_fd = -1;
+		if (adopt_page(fd, &id) == 0)
+			return;
+	}
+
+	D.memfd = memfd_create("timehands-page", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (D.memfd < 0)
+		die("memfd_create: %s", strerror(errno));
+	if (ftruncate(D.memfd, TH_PAGE_SIZE) != 0)
+		die("ftruncate: %s", strerror(errno));
+	/* Readers get a read-only descriptor; the mode keeps everybody but
+	 * the owner (and root) from reopening it for writing. */
+	if (fchmod(D.memfd, 0644) != 0)
+		die("fchmod on the page: %s", strerror(errno));
+	void *m = mmap(NULL, TH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, D.memfd, 0);
+	if (m == MAP_FAILED)
+		die("mmap: %s", strerror(errno));
+	if (mlock(m, TH_PAGE_SIZE) != 0)
+		logmsg(LOG_DEBUG, "mlock: %s", strerror(errno));
 	th_page_init(m, &id);
 	D.hdr = m;
 	D.tl = th_page_timeline(D.hdr);
 	D.wr.tl = D.tl;
+	/* After this, nobody can shrink or grow the file (a mapping can never
+	 * fault); F_SEAL_SEAL: no seal can be added or removed (a write seal
+	 * would keep the next publisher from continuing the page). */
+	if (fcntl(D.memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+		die("sealing the page: %s", strerror(errno));
 }
 
-static void seal_page(void)
+/* The descriptor readers get: a new open file description of the page,
+ * read-only (a reader could otherwise write the page through the descriptor
+ * it was given). */
+static void make_readonly_fd(void)
 {
-	/* After this, nobody can shrink or grow the file (a mapping can never
-	 * fault) nor get a new writable mapping or write() it; our mapping,
-	 * made before, stays writable. F_SEAL_SEAL: no seal can be removed
-	 * (none can be anyway) nor added. */
-	int seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
-	if (fcntl(D.memfd, F_ADD_SEALS, seals) != 0)
-		die("sealing the page (F_SEAL_FUTURE_WRITE needs Linux 5.1): %s", strerror(errno));
+	char path[64];
+	snprintf(path, sizeof path, "/proc/self/fd/%d", D.memfd);
+	D.rofd = open(path, O_RDONLY | O_CLOEXEC);
+	if (D.rofd < 0)
+		die("cannot reopen the page read-only through %s: %s (is /proc mounted?)", path, strerror(errno));
+	int acc = fcntl(D.rofd, F_GETFL);
+	if (acc < 0 || (acc & O_ACCMODE) != O_RDONLY)
+		die("the reopened page descriptor is not read-only");
+}
+
+/* ------------------------------------------------------------ service manager */
+
+/* The descriptors passed by the service manager (sd_listen_fds(3)'s
+ * protocol): the one named "page" (or the only one, unnamed) is kept for
+ * make_page, the others closed. Read before daemonize (LISTEN_PID is the
+ * pid the manager started). */
+static void take_stored_fds(void)
+{
+	D.stored_fd = -1;
+	const char *pid = getenv("LISTEN_PID"), *fds = getenv("LISTEN_FDS");
+	const char *names = getenv("LISTEN_FDNAMES");
+	if (pid && fds) {
+		char *end;
+		long p = strtol(pid, &end, 10);
+		int mine = *end == 0 && p == (long)getpid();
+		long n = strtol(fds, &end, 10);
+		if (*end || n < 0 || n > 64)
+			n = 0;
+		const char *name = names;
+		for (long i = 0; mine && i < n; i++) {
+			int fd = 3 + (int)i;
+			size_t len = name ? strcspn(name, ":") : 0;
+			int is_page = name ? (len == 4 && strncmp(name, "page", 4) == 0) : n == 1;
+			if (fcntl(fd, F_SETFD, FD_CLOEXEC) == 0) {
+				if (is_page && D.stored_fd < 0)
+					D.stored_fd = fd;
+				else
+					close(fd);
+			}
+			if (name)
+				name = name[len] ? name + len + 1 : NULL;
+		}
+	}
+	unsetenv("LISTEN_PID");
+	unsetenv("LISTEN_FDS");
+	unsetenv("LISTEN_FDNAMES");
+}
+
+/* sd_notify(3)'s protocol, without libsystemd: one datagram to
+ * $NOTIFY_SOCKET, with a descriptor if fd >= 0. Returns 0 when sent. */
+static int notify_manager(const char *text, int fd)
+{
+	const char *e = getenv("NOTIFY_SOCKET");
+	struct sockaddr_un sa;
+	if (!e || !*e || strlen(e) >= sizeof sa.sun_path || (e[0] != '/' && e[0] != '@'))
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	size_t len = strlen(e);
+	memcpy(sa.sun_path, e, len);
+	if (e[0] == '@')
+		sa.sun_path[0] = 0; /* abstract namespace */
+	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s < 0)
+		return -1;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
+	struct msghdr msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_name = &sa;
+	msg.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (fd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof ctl.buf;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	int rc = sendmsg(s, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
+	if (rc != 0)
+		logmsg(LOG_WARNING, "cannot notify the service manager: %s", strerror(errno));
+	close(s);
+	return rc;
 }
 
 static int connectable(const char *path)
@@ -836,9 +998,10 @@ static void shutdown_page(void)
 
 int main(int argc, char **argv)
 {
-	D.lfd = D.memfd = D.tick_fd = D.due_fd = D.rt_fd = D.sig_fd = -1;
+	D.lfd = D.memfd = D.rofd = D.tick_fd = D.due_fd = D.rt_fd = D.sig_fd = -1;
 	th_kclock_init();
 	parse_args(argc, argv);
+	take_stored_fds();
 	int ready_fd = -1;
 	if (!D.foreground)
 		ready_fd = daemonize();
@@ -846,10 +1009,12 @@ int main(int argc, char **argv)
 	decide_counter();
 	set_rt_priority();
 	init_discipline();
-	make_page();
-	make_fds();
-	seal_page();
+	/* The socket first: it refuses to start while another timehandsd
+	 * serves the path, before anything is written to a stored page. */
 	make_socket();
+	make_page();
+	make_readonly_fd();
+	make_fds();
 	write_pidfile();
 	drop_privileges();
 	/* The first record before the page is marked valid and served (a
@@ -858,9 +1023,13 @@ int main(int argc, char **argv)
 	beat();
 	th_page_set_flags(D.hdr, D.flags | TH_PAGE_VALID);
 	start_ticks();
-	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s", D.page_path,
+	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s%s", D.page_path,
 	       (unsigned long long)(D.tick_ns / 1000), D.lines ? "counter lines" : "kernel records",
-	       D.trust.clocksource);
+	       D.trust.clocksource, D.adopted ? ", continuing the previous page" : "");
+	/* Ready, and the writable page to the descriptor store, so that the
+	 * next timehandsd of the service continues it (a second store of the
+	 * same page is ignored by the manager). */
+	notify_manager("READY=1\nFDSTORE=1\nFDNAME=page", D.memfd);
 	if (ready_fd >= 0)
 		detach_stdio(ready_fd);
 

@@ -387,9 +387,10 @@ static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
  * The page failed its liveness check (timehandsd stopped or died). It stays
  * mapped, untouched: leaving it needs no system call (a program locked down
  * by seccomp after attach must not be killed for a stopped daemon, G9), and
- * if the same daemon goes on (SIGCONT) the page is used again. A restarted
- * daemon publishes a new page, which only TIMEHANDS_PAGE_RECONNECT=1 looks
- * for from a running program.
+ * if the same daemon goes on (SIGCONT), or a restarted one continues the
+ * same page (systemd's descriptor store, timehandsd.c), the page is used
+ * again. A restarted daemon that publishes a new page is looked for from a
+ * running program only with TIMEHANDS_PAGE_RECONNECT=1.
  */
 static void page_drop(struct th_proc *p, uint64_t now)
 {
@@ -401,7 +402,7 @@ static void page_drop(struct th_proc *p, uint64_t now)
 	if (!p->cfg.page_reconnect) {
 		size_t n = strlen(p->page_reason);
 		copy_reason(p->page_reason + n, sizeof p->page_reason - n,
-			    " (a restarted timehandsd serves programs started after it)", "");
+			    " (a restarted timehandsd serves programs started after it, unless it continues this page)", "");
 	}
 }
 
@@ -559,15 +560,7 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 				L->have_last = 0;
 			}
 		}
-		p->disc.off_real = ps.off_real;
-		p->disc.off_boot = ps.off_boot;
-		p->disc.off_tai = ps.off_tai;
-		p->disc.tai_sec = (ps.off_tai - ps.off_real) / NS_PER_S;
-		if (p->disc.off_real_hw < 50)
-			p->disc.off_real_hw = 50;
-		if (p->disc.off_boot_hw < 50)
-			p->disc.off_boot_hw = 50;
-		p->disc.have_offsets = 1;
+		th_disc_hold_offsets(&p->disc, &ps);
 		p->disc.epoch = (uint16_t)(ps.epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
 	}
 	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);

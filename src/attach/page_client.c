@@ -76,6 +76,15 @@ int th__page_trust_uid(uint32_t owner, uint32_t uid, uint32_t euid)
 	return owner == 0 || owner == uid || owner == euid;
 }
 
+static void reason_mode(struct th_reason *r, uint32_t mode)
+{
+	if (mode & 07000)
+		th_reason_u64(r, (mode >> 9) & 7);
+	th_reason_u64(r, (mode >> 6) & 7);
+	th_reason_u64(r, (mode >> 3) & 7);
+	th_reason_u64(r, mode & 7);
+}
+
 int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t euid, char *reason, size_t n)
 {
 	struct th_reason r;
@@ -92,18 +101,14 @@ int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t eui
 	}
 	if (mode & (S_IWGRP | S_IWOTH)) {
 		th_reason_str(&r, "the page socket's directory is group- or world-writable (mode ");
-		if (mode & 07000)
-			th_reason_u64(&r, (mode >> 9) & 7);
-		th_reason_u64(&r, (mode >> 6) & 7);
-		th_reason_u64(&r, (mode >> 3) & 7);
-		th_reason_u64(&r, mode & 7);
+		reason_mode(&r, mode);
 		th_reason_str(&r, ")");
 		return -EPERM;
 	}
 	return 0;
 }
 
-int th__page_trust_seals(int seals, char *reason, size_t n)
+int th__page_trust_fd(int seals, int accmode, uint32_t mode, char *reason, size_t n)
 {
 	struct th_reason r;
 	th_reason_init(&r, reason, n);
@@ -119,8 +124,18 @@ int th__page_trust_seals(int seals, char *reason, size_t n)
 		th_reason_str(&r, "the page is not sealed against growing (F_SEAL_GROW)");
 		return -EPERM;
 	}
-	if (!(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))) {
-		th_reason_str(&r, "the page is not sealed against writes (F_SEAL_FUTURE_WRITE): any reader could change it");
+	if (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE))
+		return 0; /* nobody can write it any more */
+	/* Writable by its owner (the daemon), who keeps it so that a restarted
+	 * daemon can continue it: readers must not be able to write it. */
+	if (accmode != O_RDONLY) {
+		th_reason_str(&r, "the page descriptor is writable and the page not sealed against writes: any reader could change it");
+		return -EPERM;
+	}
+	if (mode & (S_IWGRP | S_IWOTH)) {
+		th_reason_str(&r, "the page is group- or world-writable (mode ");
+		reason_mode(&r, mode);
+		th_reason_str(&r, ") and not sealed against writes: a reader could reopen it for writing");
 		return -EPERM;
 	}
 	return 0;
@@ -442,11 +457,14 @@ int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page
 		return fd;
 
 	int seals = fcntl(fd, F_GET_SEALS);
-	rc = th__page_trust_seals(seals, reason, n);
+	int acc = fcntl(fd, F_GETFL);
 	struct stat st;
-	if (rc == 0 && fstat(fd, &st) != 0) {
+	if (fstat(fd, &st) != 0) {
 		th_reason_str(&r, "fstat on the page descriptor failed");
 		rc = -EPERM;
+	} else {
+		rc = th__page_trust_fd(seals, acc < 0 ? -1 : (acc & O_ACCMODE), (uint32_t)st.st_mode & 07777, reason,
+				       n);
 	}
 	if (rc == 0 && !S_ISREG(st.st_mode)) {
 		th_reason_str(&r, "the page descriptor is not a regular file");
@@ -470,7 +488,8 @@ int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page
 	if (rc == 0) {
 		/* Safe to map: F_SEAL_SHRINK (checked above) means the file can
 		 * never become shorter than `size`, so no access to the mapping
-		 * can fault. Read-only, and the write seal keeps it so. */
+		 * can fault. Read-only, and the write seal or the read-only
+		 * descriptor of a page others cannot write keeps it so. */
 		if (at && size != TH_PAGE_SIZE) {
 			th_reason_str(&r, "the page is not exactly one page long");
 			rc = -EPROTO;

@@ -3,19 +3,24 @@
  * it came from, map it read-only, validate it, and re-check it cheaply while
  * running.
  *
- * Transport. timehandsd keeps the page in a memfd sealed against shrinking,
- * growing and new writable mappings (F_SEAL_SHRINK | F_SEAL_GROW |
- * F_SEAL_FUTURE_WRITE | F_SEAL_SEAL) and hands the descriptor to whoever
- * connects to its Unix stream socket (the page path, TIMEHANDS_PAGE). A sealed
- * memfd cannot be truncated under a reader, so a mapping of it can never raise
- * SIGBUS; nobody but the daemon (which mapped it before sealing) can write it.
+ * Transport. timehandsd keeps the page in a memfd of mode 0644 sealed against
+ * shrinking and growing (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) and hands
+ * a read-only descriptor of it to whoever connects to its Unix stream socket
+ * (the page path, TIMEHANDS_PAGE). A sealed memfd cannot be truncated under a
+ * reader, so a mapping of it can never raise SIGBUS; a read-only descriptor
+ * can neither write nor map it writable, and the mode keeps anyone but its
+ * owner (root, or the user running the daemon) from reopening it for writing.
+ * The daemon keeps it writable so that a restarted daemon can continue the
+ * same page (the writable descriptor waits in systemd's descriptor store).
+ * A page sealed against writes (F_SEAL_FUTURE_WRITE) is accepted too.
  *
  * Trust, checked in this order, each failure with a reason:
  *   the socket's directory is owned by root or us and not group/world-
  *   writable; the socket file is a socket owned by root or us; the peer's
  *   SO_PEERCRED uid is root or us; exactly one descriptor arrived; it is a
- *   regular file with F_SEAL_SHRINK, F_SEAL_GROW and a write seal, owned by
- *   root or us, of exactly TH_PAGE_SIZE bytes; then th_page_validate (magic,
+ *   regular file with F_SEAL_SHRINK and F_SEAL_GROW, either sealed against
+ *   writes or a read-only descriptor of a file not group/world-writable,
+ *   owned by root or us, of exactly TH_PAGE_SIZE bytes; then th_page_validate (magic,
  *   ABI, layout, boot id, time namespace, publisher pid = peer pid, sane
  *   parameters and current record, VALID, fresh heartbeat).
  *
@@ -107,8 +112,11 @@ int th__page_trust_uid(uint32_t owner, uint32_t uid, uint32_t euid);
 /* 0 when a socket directory with this owner and mode is acceptable, else
  * -EPERM with a reason. */
 int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t euid, char *reason, size_t n);
-/* 0 when the seals make the memfd safe to map, else -EPERM with a reason. */
-int th__page_trust_seals(int seals, char *reason, size_t n);
+/* 0 when a page memfd with these seals, descriptor access mode (O_RDONLY,
+ * O_RDWR) and file mode is safe to map, else -EPERM with a reason: sealed
+ * against shrinking and growing, and either sealed against writes or held
+ * read-only and writable by its owner alone. */
+int th__page_trust_fd(int seals, int accmode, uint32_t mode, char *reason, size_t n);
 
 /* The machine facts a page is checked against (also used by timehandsd):
  * boot id (all zero and -1 when unreadable) and this process's time-namespace

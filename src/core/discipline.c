@@ -257,6 +257,19 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 	return flags;
 }
 
+void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s)
+{
+	d->off_real = s->off_real;
+	d->off_boot = s->off_boot;
+	d->off_tai = s->off_tai;
+	d->tai_sec = (s->off_tai - s->off_real) / 1000000000LL;
+	if (d->off_real_hw < 50)
+		d->off_real_hw = 50;
+	if (d->off_boot_hw < 50)
+		d->off_boot_hw = 50;
+	d->have_offsets = 1;
+}
+
 int th_disc_ready(const struct th_disc *d)
 {
 	return d->line[TH_MONO].have && d->line[TH_RAW].have;

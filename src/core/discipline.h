@@ -92,6 +92,13 @@ void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns);
  * measure the line's error. Returns TH_OBS_* flags. */
 int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct th_snap *cur);
 
+/* Hold the REALTIME, BOOTTIME and TAI offsets of record `s` (another
+ * writer's: a process leaving the daemon's page, a daemon continuing its
+ * predecessor's page) as if measured to within 50 ns, so that they continue
+ * without a step and a later sample moves them only when the kernel stepped
+ * them (th_disc_observe). The REALTIME epoch is the caller's to set. */
+void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s);
+
 /* 1 when the rate of both lines is known well enough to publish a line. */
 int th_disc_ready(const struct th_disc *d);
 

@@ -89,6 +89,50 @@ void th_page_init(void *page, const struct th_page_ident *id)
 	}
 }
 
+int th_page_adopt(struct th_page_hdr *h, const struct th_page_ident *id, char *reason, size_t reason_size)
+{
+	struct th_reason r;
+	th_reason_init(&r, reason, reason_size);
+	struct th_page_expect exp;
+	memset(&exp, 0, sizeof exp);
+	memcpy(exp.boot_id, id->boot_id, sizeof exp.boot_id);
+	exp.counter_kind = id->counter_kind;
+	exp.have_timens = 1;
+	exp.timens_mono_ns = id->timens_mono_ns;
+	exp.timens_boot_ns = id->timens_boot_ns;
+	char why[160];
+	int rc = th_page_validate(h, TH_PAGE_SIZE, &exp, why, sizeof why);
+	/* Not VALID is what a clean shutdown leaves: the one refusal that
+	 * does not matter here (validation ends with it). */
+	if (rc == TH_PAGE_ESTALE && !(atomic_load_explicit(&h->flags, memory_order_relaxed) & TH_PAGE_VALID))
+		rc = 0;
+	if (rc != 0) {
+		th_reason_str(&r, why);
+		return rc;
+	}
+	if (h->counter_kind != id->counter_kind || h->tick_ns != id->tick_ns) {
+		/* Readers keep the tick (their staleness limits) and the
+		 * counter kind from their attach. */
+		th_reason_str(&r, "the page was published with tick ");
+		th_reason_u64(&r, h->tick_ns);
+		th_reason_str(&r, " ns and counter kind ");
+		th_reason_u64(&r, h->counter_kind);
+		th_reason_str(&r, ", this publisher has ");
+		th_reason_u64(&r, id->tick_ns);
+		th_reason_str(&r, " ns and kind ");
+		th_reason_u64(&r, id->counter_kind);
+		return TH_PAGE_EFORMAT;
+	}
+	/* The publisher's own fields. Readers read them only at attach, and
+	 * nobody attaches before this publisher serves the page; __atomic
+	 * stores because readers that attached to the previous publisher may
+	 * still look at them (status). */
+	__atomic_store_n(&h->publisher_pid, id->publisher_pid, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->nominal_hz, id->nominal_hz, __ATOMIC_RELAXED);
+	__atomic_store_n(&h->start_ns, id->start_ns, __ATOMIC_RELAXED);
+	return 0;
+}
+
 void th_page_beat(struct th_page_hdr *h, uint64_t now_mono_ns)
 {
 	/* Single writer: a plain increment of the counter is enough. */

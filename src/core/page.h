@@ -10,7 +10,9 @@
  *
  * Every field is fixed-width and the page holds no pointer, so it means the
  * same at any address. The identity fields (magic .. clocksource) are written
- * once before the page is handed to anyone and never change; the live fields
+ * once before the page is handed to anyone; a restarted publisher that
+ * continues the same page (th_page_adopt) rewrites only its own pid,
+ * frequency and start time, before it serves the page. The live fields
  * (flags, heartbeat, counters) are atomics written by the publisher only.
  *
  * Versioning: `abi` names the layout of the header and of the timeline,
@@ -66,7 +68,9 @@
 #define TH_PAGE_MAX_HZ UINT64_C(100000000000)
 
 struct th_page_hdr {
-	/* --- identity: written before the page is served, never changed --- */
+	/* --- identity: written before the page is served; a restarted
+	 * publisher that adopts the page (th_page_adopt) rewrites only
+	 * publisher_pid, nominal_hz and start_ns, before it serves it --- */
 	uint64_t magic;          /* TH_PAGE_MAGIC */
 	uint32_t abi;            /* TH_PAGE_ABI */
 	uint32_t page_size;      /* bytes of the page, = the size of the memfd */
@@ -127,6 +131,13 @@ struct th_page_ident {
 /* Zero `size` (>= TH_PAGE_SIZE) bytes at `page` and write the identity; flags
  * and heartbeat stay 0 until the publisher has committed its first record. */
 void th_page_init(void *page, const struct th_page_ident *id);
+
+/* A restarted publisher takes over the page `h` of its predecessor (same
+ * boot, time namespace, tick and counter kind; every check of
+ * th_page_validate but the heartbeat and VALID): 0 with the publisher's pid,
+ * frequency and start time written, the ring and the records untouched; else
+ * a TH_PAGE_E* code with the reason, and nothing written. */
+int th_page_adopt(struct th_page_hdr *h, const struct th_page_ident *id, char *reason, size_t reason_size);
 
 /* Publisher: heartbeat and flags, each a release store (see page.c). */
 void th_page_beat(struct th_page_hdr *h, uint64_t now_mono_ns);

@@ -228,22 +228,39 @@ static void test_policy(void)
 	rc = th__page_trust_dir(0, S_IFREG | 0755, 1000, 1000, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "not a directory");
 	int all = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
-	CHECK(th__page_trust_seals(all, why, sizeof why) == 0, "all seals");
-	CHECK(th__page_trust_seals(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE, why, sizeof why) == 0, "write seal");
-	rc = th__page_trust_seals(-1, why, sizeof why);
+	int daemon_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	CHECK(th__page_trust_fd(all, O_RDWR, 0777, why, sizeof why) == 0, "all seals");
+	CHECK(th__page_trust_fd(F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE, O_RDWR, 0666, why, sizeof why) == 0,
+	      "write seal");
+	CHECK(th__page_trust_fd(daemon_seals, O_RDONLY, 0644, why, sizeof why) == 0, "read-only, 0644: %s", why);
+	CHECK(th__page_trust_fd(daemon_seals, O_RDONLY, 0600, why, sizeof why) == 0, "read-only, 0600: %s", why);
+	rc = th__page_trust_fd(-1, O_RDONLY, 0644, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "not a memfd");
-	rc = th__page_trust_seals(all & ~F_SEAL_SHRINK, why, sizeof why);
+	rc = th__page_trust_fd(all & ~F_SEAL_SHRINK, O_RDWR, 0644, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "F_SEAL_SHRINK");
-	rc = th__page_trust_seals(all & ~F_SEAL_GROW, why, sizeof why);
+	rc = th__page_trust_fd(all & ~F_SEAL_GROW, O_RDWR, 0644, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "F_SEAL_GROW");
-	rc = th__page_trust_seals(F_SEAL_SHRINK | F_SEAL_GROW, why, sizeof why);
-	EXPECT_REFUSED(rc, why, -EPERM, "against writes");
+	rc = th__page_trust_fd(daemon_seals & ~F_SEAL_SHRINK, O_RDONLY, 0644, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "F_SEAL_SHRINK");
+	rc = th__page_trust_fd(daemon_seals, O_RDWR, 0644, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "descriptor is writable");
+	rc = th__page_trust_fd(daemon_seals, O_WRONLY, 0644, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "descriptor is writable");
+	rc = th__page_trust_fd(daemon_seals, -1, 0644, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "descriptor is writable");
+	rc = th__page_trust_fd(daemon_seals, O_RDONLY, 0664, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable (mode 664)");
+	rc = th__page_trust_fd(daemon_seals, O_RDONLY, 0646, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable (mode 646)");
+	rc = th__page_trust_fd(daemon_seals, O_RDONLY, 01777, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable (mode 1777)");
 }
 
 /* ------------------------------------------------------------ fake servers */
 
 enum serve {
 	SERVE_PAGE,        /* the descriptor prepared by the parent */
+	SERVE_PAGE_RO,     /* a read-only reopen of it, as timehandsd serves it */
 	SERVE_NOTHING,     /* accept, send nothing (a stopped daemon) */
 	SERVE_NO_FD,       /* greeting without a descriptor */
 	SERVE_TWO_FDS,
@@ -355,6 +372,15 @@ static struct server start_server(const char *path, enum serve how, int page_fd,
 			int fds[2] = {page_fd, page_fd};
 			int pp[2];
 			switch (how) {
+			case SERVE_PAGE_RO: {
+				char pth[64];
+				snprintf(pth, sizeof pth, "/proc/self/fd/%d", page_fd);
+				int ro = open(pth, O_RDONLY | O_CLOEXEC);
+				if (ro < 0)
+					_exit(4);
+				send_fds(c, &ro, 1, TH_PAGE_ABI, TH_PAGE_MAGIC);
+				break;
+			}
 			case SERVE_PAGE:
 			case SERVE_AS_NOBODY:
 			case SERVE_NOBODY_MEMFD: send_fds(c, fds, 1, TH_PAGE_ABI, TH_PAGE_MAGIC); break;
@@ -431,6 +457,9 @@ static int count_page_maps(void)
 	return n;
 }
 
+/* The file mode of the next page_memfd (timehandsd's: 0644). */
+static unsigned page_fmode = 0644;
+
 /* A page in a memfd made like the daemon makes it, then cut to `size`
  * bytes, then sealed with `seals`. *map is a writable mapping of the page
  * when it was left whole, else NULL. */
@@ -438,7 +467,7 @@ static int page_memfd(int seals, size_t size, void **map)
 {
 	*map = NULL;
 	int fd = memfd_create("timehands-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0 || ftruncate(fd, TH_PAGE_SIZE) != 0)
+	if (fd < 0 || ftruncate(fd, TH_PAGE_SIZE) != 0 || fchmod(fd, page_fmode) != 0)
 		return -1;
 	void *m = mmap(NULL, TH_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
@@ -579,8 +608,18 @@ static void test_transport(void)
 
 	attach_case("good page", SERVE_PAGE, all, TH_PAGE_SIZE, NULL, 0, "");
 	attach_case("unsealed", SERVE_PAGE, 0, TH_PAGE_SIZE, NULL, -EPERM, "F_SEAL_SHRINK");
-	attach_case("no write seal", SERVE_PAGE, F_SEAL_SHRINK | F_SEAL_GROW, TH_PAGE_SIZE, NULL, -EPERM,
-		    "against writes");
+	/* timehandsd's own way: a page writable by its owner only, served
+	 * read-only */
+	int dseals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+	attach_case("read-only, no write seal", SERVE_PAGE_RO, dseals, TH_PAGE_SIZE, NULL, 0, "");
+	attach_case("writable descriptor", SERVE_PAGE, dseals, TH_PAGE_SIZE, NULL, -EPERM, "descriptor is writable");
+	attach_case("read-only, unsealed", SERVE_PAGE_RO, 0, TH_PAGE_SIZE, NULL, -EPERM, "F_SEAL_SHRINK");
+	page_fmode = 0664;
+	attach_case("group-writable page", SERVE_PAGE_RO, dseals, TH_PAGE_SIZE, NULL, -EPERM, "(mode 664)");
+	page_fmode = 0666;
+	attach_case("world-writable page", SERVE_PAGE_RO, dseals, TH_PAGE_SIZE, NULL, -EPERM, "(mode 666)");
+	attach_case("sealed, mode 0666", SERVE_PAGE, all, TH_PAGE_SIZE, NULL, 0, "");
+	page_fmode = 0644;
 	attach_case("truncated", SERVE_PAGE, all, 1000, NULL, TH_PAGE_EFORMAT, "1000 bytes");
 	attach_case("short", SERVE_PAGE, all, 2048, NULL, TH_PAGE_EFORMAT, "2048 bytes");
 	attach_case("tiny", SERVE_PAGE, all, 100, NULL, -EPROTO, "100 bytes");

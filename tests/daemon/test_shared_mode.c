@@ -6,20 +6,30 @@
  *     two threads read: no backward step within or across threads (streaming
  *     shape), readings stay within the kernel sandwich, status leaves shared
  *     mode with a reason within 2 s of the kill;
- *   - a new daemon on the same path is picked up again.
- * Usage: test_shared_mode PATH-OF-TIMEHANDSD
+ *   - a new daemon on the same path is picked up again (with
+ *     TIMEHANDS_PAGE_RECONNECT=1; "noreconnect": not without it);
+ *   - "fdstore": this test plays the service manager (NOTIFY_SOCKET, the
+ *     descriptor store, LISTEN_FDS): the daemon stores its page, a restarted
+ *     daemon continues it, and the running process rejoins it without
+ *     TIMEHANDS_PAGE_RECONNECT, after a SIGKILL and after a clean stop; the
+ *     descriptor readers get is read-only.
+ * Usage: test_shared_mode PATH-OF-TIMEHANDSD [noreconnect|fdstore]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -38,8 +48,9 @@ static int failures;
 		}                                                                     \
 	} while (0)
 
-static char dir[64], sock[96], logf[96];
+static char dir[64], sock[96], logf[96], notify_path[96];
 static const char *daemon_bin;
+static int notify_fd = -1; /* the service manager's end, in fdstore mode */
 
 static int64_t kns(clockid_t id)
 {
@@ -55,7 +66,9 @@ static int64_t tns(clockid_t id)
 	return (int64_t)t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static pid_t start_daemon(void)
+/* Starts timehandsd; in fdstore mode with NOTIFY_SOCKET, and `stored` (>= 0)
+ * passed as the service manager passes a stored descriptor. */
+static pid_t start_daemon(int stored)
 {
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -63,6 +76,20 @@ static pid_t start_daemon(void)
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
+		}
+		unsetenv("NOTIFY_SOCKET");
+		if (notify_fd >= 0)
+			setenv("NOTIFY_SOCKET", notify_path, 1);
+		if (stored >= 0) {
+			if (stored == 3)
+				fcntl(3, F_SETFD, 0);
+			else if (dup2(stored, 3) != 3)
+				_exit(126);
+			char pid_s[24];
+			snprintf(pid_s, sizeof pid_s, "%ld", (long)getpid());
+			setenv("LISTEN_PID", pid_s, 1);
+			setenv("LISTEN_FDS", "1", 1);
+			setenv("LISTEN_FDNAMES", "page", 1);
 		}
 		execl(daemon_bin, daemon_bin, "--foreground", "--page", sock, (char *)NULL);
 		_exit(127);
@@ -112,6 +139,123 @@ static int wait_mode(int want, int64_t limit_ms)
 	return 0;
 }
 
+/* ------------------------------------------------------------ service manager */
+
+/* One notification from the daemon (within 5 s): its text, and the descriptor
+ * it carried (-1 if none). */
+static int receive_notify(char *text, size_t n, int *fd)
+{
+	*fd = -1;
+	text[0] = 0;
+	struct pollfd q = {.fd = notify_fd, .events = POLLIN, .revents = 0};
+	if (poll(&q, 1, 5000) != 1)
+		return -1;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = text, .iov_len = n - 1};
+	struct msghdr msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof ctl.buf;
+	ssize_t k = recvmsg(notify_fd, &msg, MSG_CMSG_CLOEXEC);
+	if (k < 0)
+		return -1;
+	text[k] = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+			int got[4];
+			size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+			memcpy(got, CMSG_DATA(c), m * sizeof(int));
+			for (size_t i = 0; i < m; i++) {
+				if (*fd < 0)
+					*fd = got[i];
+				else
+					close(got[i]);
+			}
+		}
+	}
+	return 0;
+}
+
+/* The daemon said READY=1 and stored its page: the stored descriptor, or
+ * -1 (a failed check). */
+static int expect_store(const char *when)
+{
+	char text[256];
+	int fd = -1;
+	int rc = receive_notify(text, sizeof text, &fd);
+	CHECK(rc == 0 && strstr(text, "READY=1") && strstr(text, "FDSTORE=1") && strstr(text, "FDNAME=page") &&
+		      fd >= 0,
+	      "%s: notification \"%s\", descriptor %d", when, text, fd);
+	if (fd >= 0) {
+		int acc = fcntl(fd, F_GETFL);
+		CHECK(acc >= 0 && (acc & O_ACCMODE) == O_RDWR, "%s: stored descriptor not writable", when);
+	}
+	return fd;
+}
+
+/* The descriptor a reader gets from the socket: read-only, mode 0644, and
+ * neither writable nor mappable for writing. */
+static void check_served_descriptor(void)
+{
+	int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_un sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sun_family = AF_UNIX;
+	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
+	CHECK(s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof sa) == 0, "connect to %s", sock);
+	char hello[64];
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = hello, .iov_len = sizeof hello};
+	struct msghdr msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof ctl.buf;
+	int fd = -1;
+	if (recvmsg(s, &msg, MSG_CMSG_CLOEXEC) > 0) {
+		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+		if (c && c->cmsg_type == SCM_RIGHTS)
+			memcpy(&fd, CMSG_DATA(c), sizeof fd);
+	}
+	close(s);
+	CHECK(fd >= 0, "no descriptor from the daemon");
+	if (fd < 0)
+		return;
+	struct stat st;
+	int acc = fcntl(fd, F_GETFL);
+	CHECK(acc >= 0 && (acc & O_ACCMODE) == O_RDONLY, "served descriptor is not read-only (flags %#x)", acc);
+	CHECK(fstat(fd, &st) == 0 && (st.st_mode & 07777) == 0644, "served page has mode %o", st.st_mode & 07777);
+	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m == MAP_FAILED, "the served page can be mapped writable");
+	if (m != MAP_FAILED)
+		munmap(m, 4096);
+	char z = 0;
+	CHECK(pwrite(fd, &z, 1, 0) < 0, "the served page can be written");
+	CHECK(ftruncate(fd, 0) != 0, "the served page can be truncated");
+	close(fd);
+}
+
+static int log_count(const char *what)
+{
+	int n = 0;
+	FILE *f = fopen(logf, "r");
+	char line[512];
+	while (f && fgets(line, sizeof line, f))
+		n += strstr(line, what) != NULL;
+	if (f)
+		fclose(f);
+	return n;
+}
+
 /* ------------------------------------------------------------ readers */
 
 static _Atomic int stop;
@@ -155,8 +299,11 @@ int main(int argc, char **argv)
 	}
 	daemon_bin = argv[1];
 	/* "noreconnect": the default, a running program does not look for a
-	 * restarted daemon; otherwise TIMEHANDS_PAGE_RECONNECT=1 and it does. */
-	int reconnect = !(argc > 2 && strcmp(argv[2], "noreconnect") == 0);
+	 * restarted daemon; otherwise TIMEHANDS_PAGE_RECONNECT=1 and it does.
+	 * "fdstore": the default, and the restarted daemon continues the page. */
+	const char *variant = argc > 2 ? argv[2] : "";
+	int fdstore = strcmp(variant, "fdstore") == 0;
+	int reconnect = !(strcmp(variant, "noreconnect") == 0 || fdstore);
 	setenv("TIMEHANDS_PAGE_RECONNECT", reconnect ? "1" : "0", 1);
 	snprintf(dir, sizeof dir, "/tmp/th-shared-XXXXXX");
 	if (!mkdtemp(dir))
@@ -165,8 +312,24 @@ int main(int argc, char **argv)
 	snprintf(sock, sizeof sock, "%s/page", dir);
 	snprintf(logf, sizeof logf, "%s/log", dir);
 	setenv("TIMEHANDS_PAGE", sock, 1);
+	if (fdstore) {
+		snprintf(notify_path, sizeof notify_path, "%s/notify", dir);
+		notify_fd = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+		struct sockaddr_un sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sun_family = AF_UNIX;
+		snprintf(sa.sun_path, sizeof sa.sun_path, "%s", notify_path);
+		if (notify_fd < 0 || bind(notify_fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+			perror("notify socket");
+			return 2;
+		}
+		/* writable for the daemon after it drops to nobody, like
+		 * systemd's own notification socket */
+		chmod(notify_path, 0666);
+	}
 
-	pid_t d = start_daemon();
+	pid_t d = start_daemon(-1);
+	int stored = fdstore ? expect_store("first start") : -1;
 	/* The first reading attaches this process: shared mode. The library
 	 * gives the daemon a millisecond to answer (G8) and stays local for
 	 * good when it does not, which a loaded machine can cause: then the
@@ -182,6 +345,8 @@ int main(int argc, char **argv)
 			waitpid(d, NULL, 0);
 			unlink(sock);
 			unlink(logf);
+			if (fdstore)
+				unlink(notify_path);
 			rmdir(dir);
 			char nb[16];
 			snprintf(nb, sizeof nb, "%d", n + 1);
@@ -247,8 +412,41 @@ int main(int argc, char **argv)
 
 	/* a new daemon on the same path is picked up again */
 	unlink(sock);
-	d = start_daemon();
-	if (reconnect) {
+	d = start_daemon(stored);
+	if (fdstore) {
+		/* twice: after the SIGKILL above, then after a clean stop */
+		for (int round = 0; round < 2; round++) {
+			int again = expect_store("restart");
+			struct stat a, b;
+			CHECK(again >= 0 && fstat(stored, &a) == 0 && fstat(again, &b) == 0 && a.st_ino == b.st_ino &&
+				      a.st_dev == b.st_dev,
+			      "the restarted daemon stored another page");
+			if (again >= 0)
+				close(again);
+			CHECK(log_count("continuing the previous page") == round + 1, "restart %d: page not continued",
+			      round + 1);
+			int64_t t0 = kns(CLOCK_MONOTONIC);
+			CHECK(wait_mode(TH_MODE_SHARED, 20000), "restart %d: the continued page was not rejoined (%s)",
+			      round + 1, (mode_now(why, sizeof why), why));
+			printf("restart %d: page continued, shared again after %lld ms\n", round + 1,
+			       (long long)((kns(CLOCK_MONOTONIC) - t0) / MS));
+			check_served_descriptor();
+			if (round == 1)
+				break;
+			kill(d, SIGTERM);
+			waitpid(d, NULL, 0);
+			int64_t stopped = kns(CLOCK_MONOTONIC);
+			int left_now = 0;
+			while (kns(CLOCK_MONOTONIC) - stopped < 2000 * MS && !left_now) {
+				left_now = mode_now(why, sizeof why) != TH_MODE_SHARED && why[0];
+				usleep(10000);
+			}
+			CHECK(left_now, "still shared 2 s after the daemon stopped");
+			printf("after SIGTERM: mode %d (%s)\n", mode_now(NULL, 0), why);
+			d = start_daemon(stored);
+		}
+		close(stored);
+	} else if (reconnect) {
 		CHECK(wait_mode(TH_MODE_SHARED, 40000), "a restarted daemon was not picked up");
 	} else {
 		/* past the first reconnect backoff (1 s): still local, and the
@@ -270,6 +468,10 @@ int main(int argc, char **argv)
 	       atomic_load(&outside));
 	unlink(sock);
 	unlink(logf);
+	if (fdstore) {
+		close(notify_fd);
+		unlink(notify_path);
+	}
 	rmdir(dir);
 	if (failures) {
 		fprintf(stderr, "shared-mode: %d checks failed\n", failures);

@@ -233,6 +233,30 @@ static void sc_shared_kill(struct sim_config *c)
 	sim_add_event(c, 220 * MS + 55555, EV_DAEMON_KILL, 0, 0);
 }
 
+/* A restarted daemon that continues the dead one's page (systemd's
+ * descriptor store): the process rejoins it with no reconnect, across a
+ * kill in the middle of a publication, a stop, and REALTIME steps while no
+ * daemon ran (the new daemon must see them as steps: a new epoch), one of
+ * them while the process still reads the page. */
+static void sc_shared_adopt(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->duration_ns = 400 * MS;
+	uint64_t r = mix(c->seed ^ 0xad0b7);
+	sim_add_event(c, 60 * MS + (int64_t)(r % (uint64_t)(4 * MS)), EV_DAEMON_KILL, 0, 0);
+	sim_add_event(c, 100 * MS, EV_DAEMON_START, 1, 0);
+	sim_add_event(c, 160 * MS, EV_DAEMON_STOP, 15 * MS, 0);
+	sim_add_event(c, 220 * MS + (int64_t)((r >> 20) % (uint64_t)(4 * MS)), EV_DAEMON_KILL, 0, 0);
+	sim_add_event(c, 240 * MS, EV_STEP_REAL, (r >> 40) % 2 ? 3600 * S : -3600 * S, 0);
+	sim_add_event(c, 280 * MS, EV_DAEMON_START, 1, 0);
+	/* a restart within the record's window (two ticks), a step between:
+	 * the process is still on the page when the new daemon publishes */
+	sim_add_event(c, 340 * MS + 4321, EV_DAEMON_KILL, 0, 0);
+	sim_add_event(c, 341 * MS, EV_STEP_REAL, (r >> 41) % 2 ? 60 * S : -60 * S, 0);
+	sim_add_event(c, 342 * MS + 500000, EV_DAEMON_START, 1, 0);
+	c->min_joins = 3; /* at start, and after (at least) the first two restarts */
+}
+
 static void sc_shared_events(struct sim_config *c)
 {
 	c->daemon = 1;
@@ -275,6 +299,7 @@ static const struct scenario scenarios[] = {
 	{"shared-stop", sc_shared_stop},
 	{"shared-kill", sc_shared_kill},
 	{"shared-events", sc_shared_events},
+	{"shared-adopt", sc_shared_adopt},
 	{"baseline", sc_baseline},
 	{"slew", sc_slew},
 	{"step", sc_step},

@@ -2,7 +2,9 @@
  * A virtual timehandsd for the simulation: it publishes into the library's
  * page area with the same discipline, sampler and writer as the real daemon
  * (daemon/timehandsd.c windup), every tick of the virtual kernel, and can be
- * stalled at any protocol step (SIGSTOP) or killed. The transport is replaced
+ * stalled at any protocol step (SIGSTOP) or killed; a new one either starts
+ * a new page or continues the dead one's (th_page_adopt, as timehandsd does
+ * with the page from systemd's descriptor store). The transport is replaced
  * by th_page_attach_at/th_page_check/th_page_detach below (the sim does not
  * link attach/page_client.c): attaching succeeds while the virtual daemon
  * publishes, and liveness is the real th_page_live on the virtual heartbeat.
@@ -13,6 +15,7 @@
 #include "vdaemon.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "attach/proc.h"
@@ -49,7 +52,7 @@ static struct th_page_hdr *hdr(void)
 	return (struct th_page_hdr *)(void *)th__page_area.bytes;
 }
 
-void vd_init(uint64_t tick_ns, double nominal_hz)
+int vd_init(uint64_t tick_ns, double nominal_hz, int adopt)
 {
 	memset(&V, 0, sizeof V);
 	V.tick_ns = tick_ns;
@@ -60,14 +63,30 @@ void vd_init(uint64_t tick_ns, double nominal_hz)
 	id.nominal_hz = (uint64_t)nominal_hz;
 	id.tick_ns = tick_ns;
 	id.clocksource = "sim";
-	th_page_init(th__page_area.bytes, &id);
 	struct th_disc_config dc;
 	th_disc_config_default(&dc, 2 * tick_ns); /* a record window of two ticks */
 	if (nominal_hz > 0)
 		dc.nominal_rate = 1e9 / nominal_hz;
 	th_disc_init(&V.disc, &dc);
+	char why[160];
+	int rc = -1;
+	if (adopt && (rc = th_page_adopt(hdr(), &id, why, sizeof why)) == 0) {
+		/* as timehandsd's adopt_page: the ring goes on, the discipline
+		 * starts from the current record's epoch and offsets */
+		struct th_snap s;
+		unsigned retries = 0;
+		if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind != TH_REC_EMPTY) {
+			V.disc.epoch = s.epoch;
+			th_disc_hold_offsets(&V.disc, &s);
+		}
+	} else {
+		if (adopt)
+			fprintf(stderr, "sim: page not adopted: %s\n", why);
+		th_page_init(th__page_area.bytes, &id);
+	}
 	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
 	V.wr = (struct th_writer){th__page_tl(), &V.disc, &V.sp, tick_ns, 0, 0};
+	return rc;
 }
 
 /* One tick of the daemon: its windup (see timehandsd.c). */

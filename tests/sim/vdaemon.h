@@ -4,7 +4,8 @@
 
 #include <stdint.h>
 
-void vd_init(uint64_t tick_ns, double nominal_hz);
+/* adopt: continue the page in place (0 when adopted, else a new page). */
+int vd_init(uint64_t tick_ns, double nominal_hz, int adopt);
 void vd_windup(void);
 void vd_kill(void);
 

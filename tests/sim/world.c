@@ -641,6 +641,8 @@ static void do_read(int op)
 
 static int forked;
 
+static int was_shared; /* the process's cur named the page at the last read */
+
 static void reader_main(int id)
 {
 	if (W.cfg->daemon) { /* the daemon publishes before processes start */
@@ -660,6 +662,10 @@ static void reader_main(int id)
 			r -= weight[op++];
 		do_read(op);
 		n++;
+		int sh = TH_CUR_SLOT(atomic_load(&th__P.tl.cur)) == TH_SLOT_SHARED;
+		if (sh && !was_shared)
+			O.res->joins++;
+		was_shared = sh;
 		if (W.cfg->fork_at_read && !forked && O.reads >= (uint64_t)W.cfg->fork_at_read) {
 			/* fork() from this thread: every other thread stops where
 			 * it is, possibly holding the windup lock */
@@ -680,10 +686,14 @@ static void reader_main(int id)
 /* ------------------------------------------------------------ virtual daemon */
 
 static int daemon_id = -1;
+static int daemon_adopt; /* the next daemon continues the page (EV_DAEMON_START arg 1) */
 
 static void daemon_main(void)
 {
-	vd_init((uint64_t)W.tick, W.cfg->nominal_hz);
+	if (vd_init((uint64_t)W.tick, W.cfg->nominal_hz, daemon_adopt) != 0 && daemon_adopt) {
+		fprintf(stderr, "sim: the restarted daemon could not continue the page\n");
+		O.res->violations++;
+	}
 	while (W.T < W.cfg->duration_ns) {
 		vd_windup();
 		/* sleep until the next tick of the virtual kernel */
@@ -733,8 +743,12 @@ static void daemon_event(const struct sim_event *e)
 		vd_kill();
 		break;
 	case EV_DAEMON_START:
-		if (t->frozen)
-			make_thread(daemon_id); /* a new process: new page, fresh state */
+		/* a new process, fresh state: a new page, or (arg 1) the dead
+		 * one's page continued */
+		if (t->frozen) {
+			daemon_adopt = e->arg == 1;
+			make_thread(daemon_id);
+		}
 		break;
 	}
 }
@@ -818,6 +832,8 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	if (cfg->daemon)
 		nthreads++;
 	memset(&th__page_area, 0, sizeof th__page_area);
+	daemon_adopt = 0;
+	was_shared = 0;
 	for (int i = 0; i < nthreads; i++) {
 		TH[i].stack = NULL;
 		make_thread(i);
@@ -855,4 +871,9 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	if (cfg->expect_distrust && !O.detect_T)
 		violation(&res->g1, "CPU counters skewed by up to %lld ns: the library never gave the counter up",
 			  (long long)W.skew_ns);
+	if (res->joins < (uint64_t)cfg->min_joins) {
+		fprintf(stderr, "sim: the process switched to the page %llu times, fewer than %d\n",
+			(unsigned long long)res->joins, cfg->min_joins);
+		res->violations++;
+	}
 }

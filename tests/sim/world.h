@@ -72,6 +72,7 @@ struct sim_config {
 	int daemon;              /* run a virtual timehandsd; the process may read its page */
 	int coarse_only;         /* readers call only coarse clocks and time() (G5: they must
 				    see them advance, with nothing else refreshing the records) */
+	int min_joins;           /* the process must switch to the page at least this often */
 };
 
 struct sim_result {
@@ -83,6 +84,7 @@ struct sim_result {
 	int64_t detect_ns;       /* cpus with skew: virtual time the counter was distrusted (0: never) */
 	uint64_t reads_after_death; /* reads completed after a thread died (SIM_FOREVER) */
 	uint64_t soft;           /* accuracy_soft: G1/G5 misses counted but not failed */
+	uint64_t joins;          /* switches of the process to the page */
 	char first[512];
 };
 

@@ -4,7 +4,12 @@
  * outside the buffer or any undefined behaviour (build with
  * -fsanitize=fuzzer,address,undefined). The input's first byte picks the
  * expectation (boot id known or not, time namespace, peer pid, "now").
+ * Whole pages also go to th_page_adopt (a restarted daemon continuing a
+ * stored page): it accepts exactly what the validator accepts but for the
+ * heartbeat and VALID, with the publisher's tick and counter kind, and
+ * writes nothing but the publisher's pid, frequency and start time.
  */
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +17,53 @@
 #include "page.h"
 
 static unsigned char buf[2 * TH_PAGE_SIZE] __attribute__((aligned(4096)));
+static unsigned char copy[TH_PAGE_SIZE] __attribute__((aligned(4096)));
+
+static void check_adopt(uint8_t sel, const struct th_page_expect *e)
+{
+	const struct th_page_hdr *h = (const struct th_page_hdr *)buf;
+	struct th_page_ident id;
+	memset(&id, 0, sizeof id);
+	memcpy(id.boot_id, e->boot_id, sizeof id.boot_id);
+	id.timens_mono_ns = e->have_timens ? e->timens_mono_ns : 0;
+	id.timens_boot_ns = e->have_timens ? e->timens_boot_ns : 0;
+	id.counter_kind = (sel & 16) ? h->counter_kind : 1;
+	id.tick_ns = (sel & 32) ? h->tick_ns : 4000000;
+	id.publisher_pid = 777;
+	id.nominal_hz = 3000000000u;
+	id.start_ns = 123456789;
+	memcpy(copy, buf, TH_PAGE_SIZE);
+	char reason[96];
+	memset(reason, 'x', sizeof reason);
+	int rc = th_page_adopt((struct th_page_hdr *)copy, &id, reason, sizeof reason);
+	if (!memchr(reason, 0, sizeof reason))
+		abort();
+	/* the validator's verdict on the same page, without the liveness */
+	struct th_page_expect x;
+	memset(&x, 0, sizeof x);
+	memcpy(x.boot_id, id.boot_id, sizeof x.boot_id);
+	x.counter_kind = id.counter_kind;
+	x.have_timens = 1;
+	x.timens_mono_ns = id.timens_mono_ns;
+	x.timens_boot_ns = id.timens_boot_ns;
+	char r2[96];
+	int v = th_page_validate(buf, TH_PAGE_SIZE, &x, r2, sizeof r2);
+	int valid_flag = (atomic_load(&h->flags) & TH_PAGE_VALID) != 0;
+	int ok = (v == 0 || (v == TH_PAGE_ESTALE && !valid_flag)) && h->counter_kind == id.counter_kind &&
+		 h->tick_ns == id.tick_ns;
+	if ((rc == 0) != ok)
+		abort();
+	struct th_page_hdr *c = (struct th_page_hdr *)copy;
+	if (rc == 0) {
+		if (c->publisher_pid != id.publisher_pid || c->nominal_hz != id.nominal_hz || c->start_ns != id.start_ns)
+			abort();
+		c->publisher_pid = h->publisher_pid;
+		c->nominal_hz = h->nominal_hz;
+		c->start_ns = h->start_ns;
+	}
+	if (memcmp(copy, buf, TH_PAGE_SIZE) != 0)
+		abort(); /* nothing else written, and nothing at all on a refusal */
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -62,6 +114,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	if (!memchr(reason, 0, sizeof reason))
 		abort();
+	if (len == TH_PAGE_SIZE)
+		check_adopt(sel, &e);
 	if (rc == 0) {
 		/* A page the validator accepts must also pass the cheap check
 		 * at the same "now". */

@@ -331,58 +331,58 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
  * `fresh` is that reading, taken after `cur`. One attempt; anything unusual
  * goes to the slow path.
  */
-/* The coarse reading from record `cur` of timeline `tl`, given the kernel's
- * coarse clock now (`fresh`) and how far behind it a record is stale. */
-static inline __attribute__((always_inline)) int th__coarse_rec(int ci, struct timespec *ts, struct th_timeline *tl,
-								uint64_t cur, uint64_t fresh, uint64_t fresh_ns)
+/* The coarse reading from the coarse block of timeline `tl` (record.h),
+ * given the kernel's coarse clock now (`fresh`) and how far behind it the
+ * block's tick is stale. */
+static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct timespec *ts,
+								const struct th_timeline *tl, uint64_t cur,
+								uint64_t fresh, uint64_t fresh_ns)
 {
-	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
-	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	const struct th_coarse_block *b = &tl->cb;
+	/* Acquire: the fields are loaded after the count. Pairs with the
+	 * writer's release store of the even count (publish_coarse). */
+	uint32_t s = atomic_load_explicit(&b->seq, memory_order_acquire);
 	/* Each value is folded into `bad` as soon as it is loaded, and the
 	 * reading goes into the caller's buffer at once (the slow path
-	 * overwrites it if the copy turns out inconsistent), so that few
-	 * registers stay live across the fence. bad: not the record cur
-	 * named (the generation of sequence 0 is 1, not 0: that one record in
-	 * 2^32 takes the slow path), no window or a windup due (dlo == ddue:
-	 * a kernel record), stale, or below a coarse value already returned. */
-	int bad = g != TH_CUR_SEQ(cur);
-	bad |= atomic_load_explicit(&r->dlo, memory_order_relaxed) ==
-	       atomic_load_explicit(&r->ddue, memory_order_relaxed);
-	bad |= fresh - atomic_load_explicit(&r->tick, memory_order_relaxed) >= fresh_ns;
+	 * overwrites it if the copy turns out inconsistent). bad: not the
+	 * values of the record `cur` names, stale (a tick since the block's,
+	 * or no coarse values: tick 0), or below a coarse value already
+	 * returned. */
+	int bad = atomic_load_explicit(&b->rseq, memory_order_relaxed) != TH_CUR_SEQ(cur);
+	bad |= fresh - atomic_load_explicit(&b->tick, memory_order_relaxed) >= fresh_ns;
 	bad |= atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
-	       atomic_load_explicit(&r->coarse, memory_order_relaxed);
-	int64_t sec = atomic_load_explicit(&r->coarse_at[ci].sec, memory_order_relaxed);
+	       atomic_load_explicit(&b->coarse, memory_order_relaxed);
+	int64_t sec = atomic_load_explicit(&b->sec[ci], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;
-	ts->tv_nsec =
-		(long)((uint64_t)atomic_load_explicit(&r->coarse_at[ci].nsec_q32, memory_order_relaxed) >> 32);
+	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ci], memory_order_relaxed);
 	/* REALTIME: the G3 floor (the largest second a fine REALTIME reading
 	 * returned) above this second is left to th__coarse_real_slow, which
 	 * knows the floor's epoch. */
 	if (ci)
 		bad |= (int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec;
-	/* as in th__read_tl */
+	/* Orders the copies before the re-load of the count; pairs with the
+	 * writer's release fence after it made the count odd. */
 	atomic_thread_fence(memory_order_acquire);
-	if (TH_UNLIKELY(bad | (atomic_load_explicit(&r->gen, memory_order_relaxed) != g)))
+	/* odd (being written) or changed: one compare, as in kdata.h */
+	if (TH_UNLIKELY(bad | (atomic_load_explicit(&b->seq, memory_order_relaxed) != (s & ~1u))))
 		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
 	return 0;
 }
 
-/* Each mode has its own copy of the record read, so that neither jumps
- * back. */
 static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint64_t cur,
 								  uint64_t fresh)
 {
 	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
 		/* Acquire: pairs with the release store that set it non-zero
-		 * (th__coarse_slow): the page records from the one that store
-		 * saw on are above the floors of the switch. While it is 0,
-		 * every record is stale: the slow path. */
+		 * (th__coarse_slow): the page's coarse values from the record
+		 * that store saw on are above the floors of the switch. While
+		 * it is 0, every block is stale: the slow path. */
 		uint64_t fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
 		/* Acquire: pairs with the daemon's release commit. */
 		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
-		return th__coarse_rec(ci, ts, th__page_tl(), pcur, fresh, fresh_ns);
+		return th__coarse_blk(ci, ts, th__page_tl(), pcur, fresh, fresh_ns);
 	}
-	return th__coarse_rec(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2);
+	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2);
 }
 
 int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;

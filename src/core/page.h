@@ -5,7 +5,7 @@
  * attach/page_client.c (reader) and daemon/timehandsd.c (publisher).
  *
  *   offset 0    struct th_page_hdr   (TH_PAGE_HDR_SIZE bytes)
- *   offset 256  struct th_timeline   (cur word + TH_RING records)
+ *   offset 256  struct th_timeline   (cur word, coarse block, TH_RING records)
  *   ...         zero up to TH_PAGE_SIZE
  *
  * Every field is fixed-width and the page holds no pointer, so it means the

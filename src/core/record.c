@@ -90,6 +90,43 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val
 	atomic_store_explicit(&r->gen, gen, memory_order_release);
 }
 
+/*
+ * The coarse block after the commit of `v` as sequence `rseq` (record.h).
+ * One writer at a time
+ * (the windup lock, or the daemon); the count is made odd from whatever it
+ * was, so that a copy cut short (a fork child, a daemon killed in the middle)
+ * is repaired by the next one.
+ */
+static void publish_coarse(struct th_timeline *tl, uint32_t rseq, const struct th_rec_val *v)
+{
+	struct th_coarse_block *b = &tl->cb;
+	uint32_t odd = atomic_load_explicit(&b->seq, memory_order_relaxed) | 1u;
+	TH_STEP("coarse_block");
+	atomic_store_explicit(&b->seq, odd, memory_order_relaxed);
+	/* Orders the odd count before the field stores; pairs with the
+	 * reader's acquire fence before its re-load of the count, so that a
+	 * reader whose copy saw any new field sees the count changed. */
+	atomic_thread_fence(memory_order_release);
+	int line = v->kind == TH_REC_LINE && v->dlo != v->ddue;
+	atomic_store_explicit(&b->rseq, rseq, memory_order_relaxed);
+	atomic_store_explicit(&b->tick, line ? v->tick : 0, memory_order_relaxed);
+	atomic_store_explicit(&b->coarse, v->coarse, memory_order_relaxed);
+	int64_t m = (int64_t)v->coarse, r = m + v->off_real;
+	int64_t ms = m / 1000000000LL, rs = r / 1000000000LL;
+	int64_t mn = m - ms * 1000000000LL, rn = r - rs * 1000000000LL;
+	if (rn < 0) {
+		rn += 1000000000LL;
+		rs--;
+	}
+	atomic_store_explicit(&b->sec[0], ms, memory_order_relaxed);
+	atomic_store_explicit(&b->nsec[0], mn, memory_order_relaxed);
+	atomic_store_explicit(&b->sec[1], rs, memory_order_relaxed);
+	atomic_store_explicit(&b->nsec[1], rn, memory_order_relaxed);
+	/* Release: the fields above are visible to a reader whose acquire
+	 * load of the count returns this even value. */
+	atomic_store_explicit(&b->seq, odd + 1, memory_order_release);
+}
+
 static uint32_t gen_for(uint32_t seq)
 {
 	return TH_GEN_FOR(seq);
@@ -105,11 +142,11 @@ int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *
 	 * acquire load of cur sees the new word. Fails, leaving the new record
 	 * unused, if a slow-path reader announced itself or another commit
 	 * happened since `expect` was read. */
-	return atomic_compare_exchange_strong_explicit(&tl->cur, &expect,
-						       TH_CUR_MAKE(seq, slot, expect),
-						       memory_order_release, memory_order_relaxed)
-		       ? 0
-		       : -1;
+	if (!atomic_compare_exchange_strong_explicit(&tl->cur, &expect, TH_CUR_MAKE(seq, slot, expect),
+						     memory_order_release, memory_order_relaxed))
+		return -1;
+	publish_coarse(tl, seq, v);
+	return 0;
 }
 
 uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v)
@@ -127,5 +164,6 @@ uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v)
 		nw = TH_CUR_MAKE(seq, slot, x);
 	} while (!atomic_compare_exchange_weak_explicit(&tl->cur, &x, nw, memory_order_release,
 							memory_order_relaxed));
+	publish_coarse(tl, seq, v);
 	return nw;
 }

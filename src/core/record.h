@@ -159,12 +159,38 @@ struct th_snap {
 #define TH_CUR_GEN(w) TH_GEN_FOR(TH_CUR_SEQ(w))
 #define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))
 
+/*
+ * The coarse block: the current record's coarse values, copied by the writer
+ * after each commit (th_commit, th_commit_force) under a sequence count of
+ * its own, so that a coarse read needs no record: the count, the sequence of
+ * the record the values are from, the kernel tick they belong to, the
+ * values. A reader takes them only for the record `cur` names (`rseq` equal
+ * to cur's sequence): a block that lags `cur` (its writer stalled between
+ * the commit and the copy) or is ahead of the `cur` the reader loaded sends
+ * it to the slow path, so a coarse reading is always the current record's,
+ * as when it was read from the record. `tick` is 0 when the record is not a
+ * counter line (a coarse read of a kernel or TRANSIT record takes the slow
+ * path). The block shares the cache line of `cur`, which every read loads
+ * anyway. In the daemon's page it is the daemon's (page.h); all zero (tick
+ * 0: never fresh) from a publisher that does not write it.
+ */
+struct th_coarse_block {
+	_Atomic uint32_t seq;      /* odd while the block is written */
+	_Atomic uint32_t rseq;     /* TH_CUR_SEQ of the record the values are from */
+	_Atomic uint64_t tick;     /* the record's tick (kernel MONOTONIC_COARSE), 0: no coarse values */
+	_Atomic uint64_t coarse;   /* the record's coarse MONOTONIC value, ns */
+	_Atomic int64_t sec[2];    /* coarse MONOTONIC and REALTIME: seconds */
+	_Atomic int64_t nsec[2];   /* and nanoseconds */
+};
+
 struct th_timeline {
 	_Atomic uint64_t cur;
-	uint8_t pad[56];
+	struct th_coarse_block cb;
 	struct th_rec ring[TH_RING];
 };
 
+_Static_assert(sizeof(struct th_coarse_block) == 56, "timeline layout is ABI");
+_Static_assert(offsetof(struct th_timeline, ring) == 64, "timeline layout is ABI");
 _Static_assert(sizeof(struct th_timeline) == 64 + TH_RING * sizeof(struct th_rec), "timeline layout is ABI");
 
 /* ------------------------------------------------------------------ math */

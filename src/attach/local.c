@@ -1058,6 +1058,13 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		int ok = th_snapshot_progress(&p->tl, &s, &retries) == 0;
 		if (retries)
 			th__account_retries(retries);
+		/* The word moved on since `lc` (to the shared slot, which has no
+		 * local record): read again, from the page. Values of the lines
+		 * were served, so the kernel's clock is not exact here: between
+		 * a REALTIME step and the daemon's next tick it would serve the
+		 * new offset while the page still serves the old one. */
+		if (!ok && TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
+			continue;
 		/* No record (nothing committed yet, or pass-through): nothing
 		 * was served from a line, the kernel's clock is exact. */
 		if (!ok || (ready && p->passthrough))

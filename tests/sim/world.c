@@ -458,11 +458,12 @@ static void trace_records(void)
 	printf("  %s", page ? "PAGE" : "local");
 	int64_t ctr_now = (int64_t)(ctr_at(W.T) - s.anchor);
 	printf(" T=%lld rec seq %u kind %u anchor-now %lld dlo %lld ddue %lld dhi %lld dmin %lld mono %llu "
-	       "lo %lld hi %lld ceil %llu guard %llu bound %u coarse %llu tick %llu | kernel mono %lld\n",
+	       "lo %lld hi %lld ceil %llu guard %llu bound %u coarse %llu tick %llu epoch %u off_real %lld | kernel mono %lld\n",
 	       (long long)W.T, TH_CUR_SEQ(page ? pc : c), s.kind, (long long)-ctr_now, (long long)s.dlo, (long long)s.ddue,
 	       (long long)s.dhi, (long long)s.dmin, (unsigned long long)s.ns[0], (long long)s.lo[0],
 	       (long long)s.hi[0], (unsigned long long)s.ceil[0], (unsigned long long)s.guard[0], s.bound[0],
-	       (unsigned long long)s.coarse, (unsigned long long)s.tick, (long long)mono_at(W.T));
+	       (unsigned long long)s.coarse, (unsigned long long)s.tick, (unsigned)s.epoch, (long long)s.off_real,
+	       (long long)mono_at(W.T));
 }
 
 /* Offset epoch of family f explaining v read between line values l0..l1

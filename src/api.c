@@ -22,16 +22,17 @@
 /* One small function per clock, so that each fast path gets its own lean
  * prologue; th_clock_gettime only dispatches (tail calls). */
 #define FINE(name, ck, ordered)                                                   \
-	static __attribute__((noinline)) int name##_page(struct timespec *ts)     \
+	static __attribute__((noinline)) int name##_page(struct timespec *ts,     \
+							 uint64_t lc)             \
 	{                                                                         \
-		return th__read_page(ck, ordered, ts);                            \
+		return th__read_page(ck, ordered, ts, lc);                        \
 	}                                                                         \
 	static __attribute__((noinline)) int name(struct timespec *ts)            \
 	{                                                                         \
 		uint64_t cur = th__read_cur(ordered);                             \
 		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
-			return name##_page(ts);                                   \
-		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0);           \
+			return name##_page(ts, cur);                              \
+		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0);        \
 	}
 FINE(get_monotonic, TH_CK_MONO, 1)
 FINE(get_realtime, TH_CK_REAL, 1)

@@ -560,6 +560,12 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 				L->have_last = 0;
 			}
 		}
+	}
+	if (have) {
+		/* Every record carries the daemon's offsets and epoch, a KERNEL
+		 * or TRANSIT one too (its readers served them): going on with
+		 * older ones would step REALTIME back to before a step the
+		 * page had already followed. */
 		th_disc_hold_offsets(&p->disc, &ps);
 		p->disc.epoch = (uint16_t)(ps.epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
 	}
@@ -997,6 +1003,11 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 				if (d < ps.dlo)
 					d = ps.dlo;
 				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
+				/* Still reading the page after the copy (as in
+				 * th__read_tl_v): else read again. */
+				atomic_thread_fence(memory_order_acquire);
+				if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc))
+					return 0;
 				*ns = above_floor(p, v, ck, page_epoch(p, ps.epoch));
 				return 1;
 			}
@@ -1159,8 +1170,13 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			/* The page's coarse value while the daemon ticks; else
 			 * check on it (leave_shared) or, while another thread
 			 * does, a fine reading. */
-			if (th_snapshot_progress(th__page_tl(), &s, &retries) == 0 && s.kind == TH_REC_LINE &&
-			    p->have_kcoarse &&
+			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
+			/* Still reading the page after the copy (as in
+			 * th__read_tl_v): else read again. */
+			atomic_thread_fence(memory_order_acquire);
+			if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc))
+				continue;
+			if (got && s.kind == TH_REC_LINE && p->have_kcoarse &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
@@ -1253,17 +1269,17 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 }
 
 /* The fine read from the daemon's page, one copy per clock. */
-struct th_tv th__fine_shared_v(int ck, int ordered)
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	switch (ck) {
-	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1);
-	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1);
-	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1);
-	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1);
-	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1);
+	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc);
+	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc);
+	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc);
+	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc);
+	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc);
 	}
 }
 

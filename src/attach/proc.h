@@ -165,7 +165,7 @@ struct th_tv {
 	int64_t nsec;
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
-struct th_tv th__fine_shared_v(int ck, int ordered) TH_HIDDEN;
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
@@ -198,12 +198,15 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  * window: no division. A REALTIME reading raises the G3 floor here.
  * `shared`: reading the daemon's page; the switch to it waited until the
  * page's line was above everything this process had returned, so no floor
- * is needed here (the slow paths still apply the floors).
+ * is needed here (the slow paths still apply the floors). `lc` is then the
+ * local word that named the shared slot: the value is served only if the
+ * local word still names it after the copy (the process may have left the
+ * page meanwhile, see leave_shared).
  */
 static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
-									int ck, int ordered, const int shared)
+									int ck, int ordered, const int shared,
+									uint64_t lc)
 {
-	(void)shared;
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	TH_STEP("read_gen");
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
@@ -229,6 +232,10 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	atomic_thread_fence(memory_order_acquire);
 	TH_STEP("recheck_gen");
 	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
+	/* The page copy was made while the process still read the page (the
+	 * fence above orders the copy before this load). */
+	if (shared && TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
+		return th__fine_slow_v(ck, ordered);
 	/* A record being rewritten or rewritten since `cur` named it (g not
 	 * the generation of cur's sequence, or changed during the copy:
 	 * retried on the slow path), or a kernel-mode record (empty window:
@@ -257,9 +264,10 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 }
 
 static inline __attribute__((always_inline)) int th__read_tl(struct th_timeline *tl, uint64_t cur, int ck,
-							     int ordered, struct timespec *ts, const int shared)
+							     int ordered, struct timespec *ts, const int shared,
+							     uint64_t lc)
 {
-	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared);
+	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared, lc);
 	ts->tv_sec = (time_t)v.sec;
 	ts->tv_nsec = (long)v.nsec;
 	return 0;
@@ -277,12 +285,14 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 }
 
-/* The read of the daemon's page, for a function of one clock (api.c). */
-static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts)
+/* The read of the daemon's page, for a function of one clock (api.c); `lc`:
+ * the local word, which named the shared slot. */
+static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts,
+							       uint64_t lc)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1);
+	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc);
 }
 
 /*
@@ -295,8 +305,8 @@ static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int
 {
 	uint64_t cur = th__read_cur(ordered);
 	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
-		return th__fine_shared_v(ck, ordered);
-	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0);
+		return th__fine_shared_v(ck, ordered, cur);
+	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0);
 }
 
 static inline __attribute__((always_inline)) int th__fine(int ck, int ordered, struct timespec *ts)
@@ -336,7 +346,8 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
  * block's tick is stale. */
 static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct timespec *ts,
 								const struct th_timeline *tl, uint64_t cur,
-								uint64_t fresh, uint64_t fresh_ns)
+								uint64_t fresh, uint64_t fresh_ns, const int shared,
+								uint64_t lc)
 {
 	const struct th_coarse_block *b = &tl->cb;
 	/* Acquire: the fields are loaded after the count. Pairs with the
@@ -363,6 +374,10 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct t
 	/* Orders the copies before the re-load of the count; pairs with the
 	 * writer's release fence after it made the count odd. */
 	atomic_thread_fence(memory_order_acquire);
+	/* The page: the local word `lc` that named it still does (as in
+	 * th__read_tl_v). */
+	if (shared)
+		bad |= TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc);
 	/* odd (being written) or changed: one compare, as in kdata.h */
 	if (TH_UNLIKELY(bad | (atomic_load_explicit(&b->seq, memory_order_relaxed) != (s & ~1u))))
 		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
@@ -380,9 +395,9 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 		uint64_t fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
 		/* Acquire: pairs with the daemon's release commit. */
 		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
-		return th__coarse_blk(ci, ts, th__page_tl(), pcur, fresh, fresh_ns);
+		return th__coarse_blk(ci, ts, th__page_tl(), pcur, fresh, fresh_ns, 1, cur);
 	}
-	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2);
+	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2, 0, 0);
 }
 
 int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;

@@ -474,11 +474,6 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		uint64_t pt = p->page.tick_ns > p->tick_ns ? p->page.tick_ns : p->tick_ns;
 		atomic_store_explicit(&p->sh_fresh_ns, pt + p->tick_ns / 2, memory_order_relaxed);
 		atomic_store_explicit(&p->sh_fresh_fast, 0, memory_order_relaxed);
-		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
-		while (cf < (uint64_t)gm && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
-										   memory_order_relaxed,
-										   memory_order_relaxed))
-			;
 		/* The page's line must have passed the floors (plus a margin for
 		 * a counter read a little early) before anyone is sent to it, so
 		 * that a fast shared read needs no floor: wait for it here, the
@@ -492,6 +487,19 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		uint64_t nw = TH_CUR_MAKE(TH_CUR_SEQ(x) + 1, TH_SLOT_SHARED, x);
 		if (atomic_compare_exchange_strong_explicit(&p->tl.cur, &x, nw, memory_order_release,
 							    memory_order_relaxed)) {
+			/* The coarse floor at the guard only now: raised before
+			 * the switch, a coarse read of the TRANSIT record would
+			 * return the guard, above a fine read of the same record
+			 * (phi of the kernel, up to the guard) that follows it
+			 * (G4). Coarse reads of the page are held to the floors
+			 * of the switch meanwhile (above_floor; the fast path
+			 * waits for sh_fresh_fast); this floor is for the local
+			 * records after a later leave. */
+			uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+			while (cf < (uint64_t)gm &&
+			       !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
+								      memory_order_relaxed, memory_order_relaxed))
+				;
 			p->page_reason[0] = 0;
 			return 0;
 		}

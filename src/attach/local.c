@@ -996,7 +996,7 @@ static uint64_t above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoc
 static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int ordered, uint64_t *ns,
 			uint16_t *epoch)
 {
-	struct th_snap ps;
+	struct th_snap ps = {0};
 	unsigned retries = 0;
 	int ck = ck_of(line, sel);
 	int have = th_snapshot_progress(th__page_tl(), &ps, &retries) == 0;
@@ -1054,7 +1054,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		th__attach();
 		ready = th__ready();
 	}
-	struct th_snap s;
+	struct th_snap s = {0};
 	int have = 0;
 	/* Four passes, then more only while records keep changing (each pass
 	 * past the fourth needs a commit since the previous one began: a
@@ -1169,7 +1169,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		return 0;
 	}
 	for (int pass = 0; pass < 3; pass++) {
-		struct th_snap s;
+		struct th_snap s = {0};
 		unsigned retries = 0;
 		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
 		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);

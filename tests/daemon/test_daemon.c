@@ -265,7 +265,7 @@ static void note_outside(struct reader_ctl *c, int src, int64_t out, uint32_t bo
 static void *reader_main(void *arg)
 {
 	struct reader_ctl *c = arg;
-	struct th_snap s, cs;
+	struct th_snap s, cs = {0};
 	unsigned rt = 0;
 	uint64_t n = 0;
 	c->r.m = c->m;
@@ -598,7 +598,7 @@ static void mode_step(void)
 	}
 	int ok = 0;
 	for (int attempt = 0; attempt < 3 && !ok; attempt++) {
-		struct th_snap s0, s1;
+		struct th_snap s0 = {0}, s1 = {0};
 		unsigned rt = 0;
 		sleep_ns(20 * NS_PER_MS);
 		CHECK(th_snapshot((struct th_timeline *)m.tl, &s0, &rt) == 0, "snapshot");

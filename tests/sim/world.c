@@ -268,7 +268,7 @@ int th_sim_kcoarse_direct(uint64_t *ns)
 {
 	if ((rnd() & 3) == 0)
 		return 0;
-	struct timespec ts;
+	struct timespec ts = {0, 0};
 	th_sim_kread(CLOCK_MONOTONIC_COARSE, &ts);
 	*ns = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
 	return 1;

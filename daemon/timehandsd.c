@@ -395,6 +395,35 @@ static void arm_due(void)
 
 /* ------------------------------------------------------------ serving */
 
+/* One message of `len` bytes on socket s (to `to` when not NULL), with the
+ * descriptor fd (none if fd < 0). Returns sendmsg's result. */
+static ssize_t send_with_fd(int s, const struct sockaddr_un *to, socklen_t tolen, const void *buf, size_t len,
+			    int fd, int flags)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} ctl;
+	memset(&ctl, 0, sizeof ctl);
+	struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+	struct msghdr msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_name = (void *)to;
+	msg.msg_namelen = to ? tolen : 0;
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	if (fd >= 0) {
+		msg.msg_control = ctl.buf;
+		msg.msg_controllen = sizeof ctl.buf;
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	}
+	return sendmsg(s, &msg, flags);
+}
+
 static void serve_clients(void)
 {
 	for (int i = 0; i < MAX_ACCEPTS; i++) {
@@ -409,26 +438,9 @@ static void serve_clients(void)
 			uint32_t abi;
 			uint32_t size;
 		} hello = {TH_PAGE_MAGIC, TH_PAGE_ABI, TH_PAGE_SIZE};
-		union {
-			char buf[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} ctl;
-		memset(&ctl, 0, sizeof ctl);
-		struct iovec iov = {.iov_base = &hello, .iov_len = sizeof hello};
-		struct msghdr msg;
-		memset(&msg, 0, sizeof msg);
-		msg.msg_iov = &iov;
-		msg.msg_iovlen = 1;
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof ctl.buf;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		/* The read-only descriptor: never the writable one. */
-		memcpy(CMSG_DATA(cm), &D.rofd, sizeof(int));
-		/* Never blocks: a fresh socket's buffer holds the greeting. */
-		if (sendmsg(c, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
+		/* The read-only descriptor, never the writable one. Never
+		 * blocks: a fresh socket's buffer holds the greeting. */
+		if (send_with_fd(c, NULL, 0, &hello, sizeof hello, D.rofd, MSG_NOSIGNAL | MSG_DONTWAIT) < 0)
 			logmsg(LOG_DEBUG, "sendmsg: %s", strerror(errno));
 		else
 			D.clients++;
@@ -470,10 +482,8 @@ static int adopt_page(int fd, const struct th_page_ident *id)
 			logmsg(LOG_DEBUG, "mlock: %s", strerror(errno));
 		struct th_snap s;
 		unsigned retries = 0;
-		if (th_snapshot(D.tl, &s, &retries) == 0 && s.kind != TH_REC_EMPTY) {
-			D.disc.epoch = s.epoch;
-			th_disc_hold_offsets(&D.disc, &s);
-		}
+		if (th_snapshot(D.tl, &s, &retries) == 0)
+			th_disc_continue(&D.disc, &s);
 		logmsg(LOG_INFO, "continuing the previous timehandsd's page (from the descriptor store): %llu records so far",
 		       (unsigned long long)atomic_load_explicit(&D.hdr->publishes, memory_order_relaxed));
 		return 0;
@@ -603,28 +613,8 @@ static int notify_manager(const char *text, int fd)
 	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
 	if (s < 0)
 		return -1;
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	memset(&ctl, 0, sizeof ctl);
-	struct iovec iov = {.iov_base = (void *)text, .iov_len = strlen(text)};
-	struct msghdr msg;
-	memset(&msg, 0, sizeof msg);
-	msg.msg_name = &sa;
-	msg.msg_namelen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	if (fd >= 0) {
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof ctl.buf;
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	int rc = sendmsg(s, &msg, MSG_NOSIGNAL) < 0 ? -1 : 0;
+	socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
+	int rc = send_with_fd(s, &sa, salen, text, strlen(text), fd, MSG_NOSIGNAL) < 0 ? -1 : 0;
 	if (rc != 0)
 		logmsg(LOG_WARNING, "cannot notify the service manager: %s", strerror(errno));
 	close(s);

@@ -270,6 +270,14 @@ void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s)
 	d->have_offsets = 1;
 }
 
+void th_disc_continue(struct th_disc *d, const struct th_snap *s)
+{
+	if (s->kind == TH_REC_EMPTY)
+		return;
+	d->epoch = s->epoch;
+	th_disc_hold_offsets(d, s);
+}
+
 int th_disc_ready(const struct th_disc *d)
 {
 	return d->line[TH_MONO].have && d->line[TH_RAW].have;

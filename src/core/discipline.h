@@ -99,6 +99,12 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
  * them (th_disc_observe). The REALTIME epoch is the caller's to set. */
 void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s);
 
+/* A new publisher continuing the timeline whose current record is `s` (a
+ * restarted timehandsd on its predecessor's page): its REALTIME epoch and
+ * held offsets, so that a step made while nobody published is seen as one
+ * (a new epoch) and no offset moves without one. Nothing if `s` is empty. */
+void th_disc_continue(struct th_disc *d, const struct th_snap *s);
+
 /* 1 when the rate of both lines is known well enough to publish a line. */
 int th_disc_ready(const struct th_disc *d);
 

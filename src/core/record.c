@@ -27,13 +27,21 @@ void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v)
 	v->due_ns = s->due_ns;
 }
 
-static void split(int64_t v, uint32_t frac, struct th_ts *out)
+/* v ns as whole seconds (rounded down) and ns in [0, 1e9). */
+static int64_t sec_of(int64_t v, int64_t *nsec)
 {
-	int64_t sec = v / 1000000000LL, nsec = v % 1000000000LL;
-	if (nsec < 0) {
-		nsec += 1000000000LL;
+	int64_t sec = v / 1000000000LL, n = v % 1000000000LL;
+	if (n < 0) {
+		n += 1000000000LL;
 		sec--;
 	}
+	*nsec = n;
+	return sec;
+}
+
+static void split(int64_t v, uint32_t frac, struct th_ts *out)
+{
+	int64_t nsec, sec = sec_of(v, &nsec);
 	atomic_store_explicit(&out->sec, sec, memory_order_relaxed);
 	atomic_store_explicit(&out->nsec_q32, (int64_t)(((uint64_t)nsec << 32) | frac), memory_order_relaxed);
 }
@@ -111,13 +119,7 @@ static void publish_coarse(struct th_timeline *tl, uint32_t rseq, const struct t
 	atomic_store_explicit(&b->rseq, rseq, memory_order_relaxed);
 	atomic_store_explicit(&b->tick, line ? v->tick : 0, memory_order_relaxed);
 	atomic_store_explicit(&b->coarse, v->coarse, memory_order_relaxed);
-	int64_t m = (int64_t)v->coarse, r = m + v->off_real;
-	int64_t ms = m / 1000000000LL, rs = r / 1000000000LL;
-	int64_t mn = m - ms * 1000000000LL, rn = r - rs * 1000000000LL;
-	if (rn < 0) {
-		rn += 1000000000LL;
-		rs--;
-	}
+	int64_t mn, rn, ms = sec_of((int64_t)v->coarse, &mn), rs = sec_of((int64_t)v->coarse + v->off_real, &rn);
 	atomic_store_explicit(&b->sec[0], ms, memory_order_relaxed);
 	atomic_store_explicit(&b->nsec[0], mn, memory_order_relaxed);
 	atomic_store_explicit(&b->sec[1], rs, memory_order_relaxed);

@@ -141,6 +141,44 @@ static int wait_mode(int want, int64_t limit_ms)
 
 /* ------------------------------------------------------------ service manager */
 
+/* One message on socket `s`: up to n - 1 bytes into buf (terminated), and
+ * the first descriptor it carried into *fd (-1 if none; any others are
+ * closed). Returns the byte count, or -1. */
+static ssize_t receive_with_fd(int s, char *buf, size_t n, int *fd)
+{
+	*fd = -1;
+	buf[0] = 0;
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr align;
+	} ctl;
+	struct iovec iov = {.iov_base = buf, .iov_len = n - 1};
+	struct msghdr msg;
+	memset(&msg, 0, sizeof msg);
+	msg.msg_iov = &iov;
+	msg.msg_iovlen = 1;
+	msg.msg_control = ctl.buf;
+	msg.msg_controllen = sizeof ctl.buf;
+	ssize_t k = recvmsg(s, &msg, MSG_CMSG_CLOEXEC);
+	if (k < 0)
+		return -1;
+	buf[k] = 0;
+	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		int got[4];
+		size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		memcpy(got, CMSG_DATA(c), m * sizeof(int));
+		for (size_t i = 0; i < m; i++) {
+			if (*fd < 0)
+				*fd = got[i];
+			else
+				close(got[i]);
+		}
+	}
+	return k;
+}
+
 /* One notification from the daemon (within 5 s): its text, and the descriptor
  * it carried (-1 if none). */
 static int receive_notify(char *text, size_t n, int *fd)
@@ -150,35 +188,7 @@ static int receive_notify(char *text, size_t n, int *fd)
 	struct pollfd q = {.fd = notify_fd, .events = POLLIN, .revents = 0};
 	if (poll(&q, 1, 5000) != 1)
 		return -1;
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = text, .iov_len = n - 1};
-	struct msghdr msg;
-	memset(&msg, 0, sizeof msg);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof ctl.buf;
-	ssize_t k = recvmsg(notify_fd, &msg, MSG_CMSG_CLOEXEC);
-	if (k < 0)
-		return -1;
-	text[k] = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-			int got[4];
-			size_t m = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-			memcpy(got, CMSG_DATA(c), m * sizeof(int));
-			for (size_t i = 0; i < m; i++) {
-				if (*fd < 0)
-					*fd = got[i];
-				else
-					close(got[i]);
-			}
-		}
-	}
-	return 0;
+	return receive_with_fd(notify_fd, text, n, fd) < 0 ? -1 : 0;
 }
 
 /* The daemon said READY=1 and stored its page: the stored descriptor, or
@@ -209,23 +219,8 @@ static void check_served_descriptor(void)
 	snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock);
 	CHECK(s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof sa) == 0, "connect to %s", sock);
 	char hello[64];
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = hello, .iov_len = sizeof hello};
-	struct msghdr msg;
-	memset(&msg, 0, sizeof msg);
-	msg.msg_iov = &iov;
-	msg.msg_iovlen = 1;
-	msg.msg_control = ctl.buf;
-	msg.msg_controllen = sizeof ctl.buf;
 	int fd = -1;
-	if (recvmsg(s, &msg, MSG_CMSG_CLOEXEC) > 0) {
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		if (c && c->cmsg_type == SCM_RIGHTS)
-			memcpy(&fd, CMSG_DATA(c), sizeof fd);
-	}
+	receive_with_fd(s, hello, sizeof hello, &fd);
 	close(s);
 	CHECK(fd >= 0, "no descriptor from the daemon");
 	if (fd < 0)

@@ -75,10 +75,8 @@ int vd_init(uint64_t tick_ns, double nominal_hz, int adopt)
 		 * starts from the current record's epoch and offsets */
 		struct th_snap s;
 		unsigned retries = 0;
-		if (th_snapshot(th__page_tl(), &s, &retries) == 0 && s.kind != TH_REC_EMPTY) {
-			V.disc.epoch = s.epoch;
-			th_disc_hold_offsets(&V.disc, &s);
-		}
+		if (th_snapshot(th__page_tl(), &s, &retries) == 0)
+			th_disc_continue(&V.disc, &s);
 	} else {
 		if (adopt)
 			fprintf(stderr, "sim: page not adopted: %s\n", why);

@@ -784,6 +784,9 @@ static void atfork_child(void)
 			      memory_order_relaxed);
 }
 
+/* Test seam: no MADV_WIPEONFORK page (as before Linux 4.14). */
+int th__test_no_wipe TH_HIDDEN;
+
 static struct th_wipe *map_wipe_page(void)
 {
 	static int atfork_registered; /* inherited by children: registered once */
@@ -791,7 +794,8 @@ static struct th_wipe *map_wipe_page(void)
 		atfork_registered = 1;
 		pthread_atfork(NULL, NULL, atfork_child);
 	}
-	void *m = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *m = th__test_no_wipe ? MAP_FAILED
+				   : mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m != MAP_FAILED) {
 		if (madvise(m, 4096, MADV_WIPEONFORK) == 0)
 			return m;

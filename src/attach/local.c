@@ -1131,10 +1131,13 @@ static uint64_t fine_ns(int ck)
 	return (uint64_t)ts_ns(&ts);
 }
 
+/* Release: the reading `v` came from (the load of cur that chose the local
+ * records or the page) comes before the raise; pairs with the acquire load
+ * of th__coarse_slow. */
 static void raise_coarse_floor(struct th_proc *p, uint64_t v)
 {
 	uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
-	while (f < v && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &f, v, memory_order_relaxed,
+	while (f < v && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &f, v, memory_order_release,
 							       memory_order_relaxed))
 		;
 }
@@ -1176,7 +1179,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		struct th_snap s = {0};
 		unsigned retries = 0;
 		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
-		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		/* Acquire, before the load of cur: pairs with the release of
+		 * raise_coarse_floor, so that a floor raised from a reading of
+		 * the page comes with a cur that names the page (a floor from
+		 * the page plus a local record's offset could be above the
+		 * page's coarse REALTIME after it). */
+		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_acquire);
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
 			/* The page's coarse value while the daemon ticks; else
@@ -1236,14 +1244,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		if (p->have_kcoarse && th__windup_try())
 			continue;
 		/* Stale and the writer is busy (or no kernel coarse clock): a
-		 * fine reading is a valid coarse one (never above a later fine
-		 * reading, fresh); remember it so that coarse stays monotonic
-		 * when the stalled writer's older sample lands. */
-		uint64_t v = fine_ns(TH_CK_MONO);
-		if (p->have_kcoarse)
-			raise_coarse_floor(p, v);
-		*ns = v + (uint64_t)snap_offset(&s, sel);
-		return 0;
+		 * fine reading, below. Not a fine MONOTONIC reading plus this
+		 * record's offset: the fine reading may come from the page,
+		 * whose offsets may differ from this record's by a few
+		 * nanoseconds (page_offsets_agree), and the sum could then be
+		 * above the page's coarse REALTIME that follows it. */
+		break;
 	}
 	/* A fine reading is a valid coarse one; remember it so that coarse
 	 * stays monotonic when an older coarse value is published later. The

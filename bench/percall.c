@@ -108,6 +108,10 @@ LOOP(libc_time, time_t t = 0, t = time(NULL), t)
  * parenthesised name is the library call behind it. */
 LOOP(th_time_loop, time_t t = 0, t = th_time(NULL), t)
 LOOP(th_time_call, time_t t = 0, t = (th_time)(NULL), t)
+/* th_clock_gettime() with a constant id is the header's inline path where it
+ * has one; the parenthesised name is the library call behind it. */
+LOOP(th_monotonic_call, TS_DECL, (th_clock_gettime)(CLOCK_MONOTONIC, &ts), ts.tv_nsec)
+LOOP(th_realtime_call, TS_DECL, (th_clock_gettime)(CLOCK_REALTIME, &ts), ts.tv_nsec)
 LOOP(ptr_time, time_t t = 0; time_t (*f)(time_t *) = libc_fn.time, t = f(NULL), t)
 
 /* timespec_get(TIME_UTC) is clock_gettime(CLOCK_REALTIME) underneath; the
@@ -124,7 +128,18 @@ LOOP(floor_load, , , *(volatile uint64_t *)&floor_word)
 #if defined(__x86_64__)
 LOOP(floor_unordered, , , __rdtsc())
 LOOP(floor_ordered, , _mm_lfence(), __rdtsc())
-#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load"}
+/* What any library call costs at least: a function that only reads the
+ * ordered counter into the caller's timespec. */
+static __attribute__((noinline)) int call_ordered(struct timespec *ts)
+{
+	_mm_lfence();
+	uint64_t c = __rdtsc();
+	ts->tv_sec = (time_t)(c >> 30);
+	ts->tv_nsec = (long)(c & 0x3fffffff);
+	return 0;
+}
+LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
+#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc"}
 #define HAVE_COUNTER_FLOOR 1
 #elif defined(__aarch64__)
 static inline uint64_t cntvct(void)
@@ -135,22 +150,31 @@ static inline uint64_t cntvct(void)
 }
 LOOP(floor_unordered, , , cntvct())
 LOOP(floor_ordered, , __asm__ volatile("isb" ::: "memory"), cntvct())
-#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load"}
+static __attribute__((noinline)) int call_ordered(struct timespec *ts)
+{
+	__asm__ volatile("isb" ::: "memory");
+	uint64_t c = cntvct();
+	ts->tv_sec = (time_t)(c >> 30);
+	ts->tv_nsec = (long)(c & 0x3fffffff);
+	return 0;
+}
+LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
+#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct"}
 #define HAVE_COUNTER_FLOOR 1
 #else
-#define FLOOR_NAMES {"", "", "load"}
+#define FLOOR_NAMES {"", "", "load", ""}
 #define HAVE_COUNTER_FLOOR 0
 #endif
 
-enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, NFLOOR };
+enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, F_CALL, NFLOOR };
 static const char *const floor_name[NFLOOR] = FLOOR_NAMES;
 static const loop_fn floor_fn[NFLOOR] = {
 #if HAVE_COUNTER_FLOOR
-	floor_unordered, floor_ordered,
+	floor_unordered, floor_ordered, floor_load, floor_call
 #else
-	NULL, NULL,
+	NULL, NULL, floor_load, NULL
 #endif
-	floor_load};
+};
 
 /* ------------------------------------------------------------------ operations */
 
@@ -167,7 +191,8 @@ struct op {
 
 enum {
 	OP_REALTIME, OP_MONOTONIC, OP_RAW, OP_BOOTTIME, OP_TAI, OP_REALTIME_COARSE,
-	OP_MONOTONIC_COARSE, OP_GETTIMEOFDAY, OP_TIME, OP_TIME_CALL, OP_TIMESPEC_GET, OP_REALTIME_RELAXED,
+	OP_MONOTONIC_COARSE, OP_MONOTONIC_CALL, OP_REALTIME_CALL, OP_GETTIMEOFDAY, OP_TIME, OP_TIME_CALL,
+	OP_TIMESPEC_GET, OP_REALTIME_RELAXED,
 	OP_MONOTONIC_RELAXED, NOP
 };
 
@@ -184,6 +209,10 @@ static const struct op ops[NOP] = {
 		 OP_REALTIME_COARSE, realtime_coarse),
 	CLOCK_OP("monotonic_coarse", "clock_gettime(CLOCK_MONOTONIC_COARSE)", CLOCK_MONOTONIC_COARSE, F_LOAD,
 		 OP_MONOTONIC_COARSE, monotonic_coarse),
+	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CALL,
+	 OP_MONOTONIC, {NULL, NULL, th_monotonic_call, NULL}},
+	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CALL,
+	 OP_REALTIME, {NULL, NULL, th_realtime_call, NULL}},
 	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_ORDERED, OP_GETTIMEOFDAY,
 	 {sys_gettimeofday, libc_gettimeofday, th_gettimeofday_loop, ptr_gettimeofday}},
 	{"time", "time", (clockid_t)-1, F_LOAD, OP_TIME, {SYS_TIME_LOOP, libc_time, th_time_loop, ptr_time}},

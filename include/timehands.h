@@ -112,8 +112,19 @@ struct th__fast {
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
 	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
 	const uint32_t *kseq;            /* minor >= 1: its data page's sequence count */
+	uint32_t tl_abi;                 /* minor >= 2: TH__TL_ABI if `tl` may be read inline, else 0 */
+	uint32_t tl_pad;
+	const void *tl;                  /* minor >= 2: this process's own timeline */
+	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
+	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
 };
 const struct th__fast *th__fast(void);
+/* The timeline layout the header's inline fine reads know (below): the page
+ * format's, versioned with it. */
+#define TH__TL_ABI 1
+#define TH__TL_RING 8u
+#define TH__TL_RINGOFF 64u
+#define TH__TL_REC 320u
 
 #if !defined(TIMEHANDS_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
 static inline time_t th__time_inline(time_t *t)
@@ -154,6 +165,204 @@ static inline time_t th__time_inline(time_t *t)
 	return th_time(t);
 }
 #define th_time(t) th__time_inline(t)
+
+/*
+ * Inline fast path for the fine clocks: th_clock_gettime() with a constant
+ * clock id (REALTIME, MONOTONIC, MONOTONIC_RAW, BOOTTIME, TAI and the
+ * *_RELAXED ids) and th_gettimeofday() without a timezone read the current
+ * record where they are called, without the call into the library, on
+ * x86-64 and arm64. It is the library's own fast read (src/attach/proc.h,
+ * th__read_tl_v), step for step: the same fence, the same generation
+ * protocol, the same window, the same arithmetic, the same re-check that the
+ * process still reads the daemon's page after copying it. Anything else (a
+ * record being written or superseded, a kernel-mode record, a counter
+ * outside the window, a G3 floor to raise, a library whose timeline layout
+ * is not TH__TL_ABI) is the library call. The layout is the page format's
+ * (fixed-width, versioned with it; see TH__TL_* above): the timeline's word
+ * `cur` at offset 0, then TH__TL_RING records of TH__TL_REC bytes from
+ * offset TH__TL_RINGOFF; src/attach/local.c checks each offset used here.
+ */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define TH__FINE_INLINE 1
+
+/* What the inline reads need from the library, cached per translation unit
+ * (relaxed: every thread computes the same pointers; a reader that sees the
+ * timeline before the others calls the library). Without the library's
+ * consent, a timeline whose cur names no record of its own: every read is
+ * the library call. */
+struct th__fine_ctx {
+	const unsigned char *tl, *page_tl;
+	const uint64_t *g3;
+	const uint32_t *sh_delta;
+};
+static struct th__fine_ctx th__fine_cache;
+static inline const unsigned char *th__tl_get(void)
+{
+	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
+	if (__builtin_expect(tl == 0, 0)) {
+		static const uint64_t none = 0xff;
+		const struct th__fast *f = th__fast();
+		int ok = f->abi == TH__FAST_ABI && f->minor >= 2 && f->tl_abi == TH__TL_ABI && f->tl && f->g3;
+		if (ok) {
+			__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
+			__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
+			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
+		}
+		tl = ok ? (const unsigned char *)f->tl : (const unsigned char *)&none;
+		__atomic_store_n(&th__fine_cache.tl, tl, __ATOMIC_RELAXED);
+	}
+	return tl;
+}
+
+#if defined(__x86_64__)
+#define TH__CTR_FENCE() __asm__ volatile("lfence" ::: "memory")
+static inline uint64_t th__ctr(void)
+{
+	return __builtin_ia32_rdtsc();
+}
+#else
+#define TH__CTR_FENCE() __asm__ volatile("dmb ishld\n\tisb" ::: "memory")
+static inline uint64_t th__ctr(void)
+{
+	uint64_t v;
+	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+}
+#endif
+
+#define TH__LD(type, p, off) __atomic_load_n((const type *)(const void *)((p) + (off)), __ATOMIC_RELAXED)
+
+/*
+ * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
+ * 4 MONOTONIC_RAW: the record's order) from this process's timeline
+ * x->tl, or from the daemon's x->page_tl while the process's word names the
+ * shared slot, the counter read by `ctr`: 1 with (*sec, *nsec), or 0 when
+ * the library must read.
+ */
+static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
+							      int ck, uint64_t (*ctr)(void), int64_t *osec,
+							      int64_t *onsec)
+{
+	/* Acquire: the record (or the page mapping and the floors of the
+	 * switch) is loaded after the word that names it; pairs with the
+	 * writer's release commit (or the switch's release CAS). */
+	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)tl, __ATOMIC_ACQUIRE), cur = lc;
+	int shared = (lc & 0xffu) == 0xffu;
+	if (__builtin_expect(shared, 0)) {
+		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
+		if (tl == 0)
+			return 0;
+		/* Acquire: pairs with the daemon's release commit. */
+		cur = __atomic_load_n((const uint64_t *)(const void *)tl, __ATOMIC_ACQUIRE);
+	}
+	unsigned slot = (unsigned)(cur & 0xffu);
+	const unsigned char *r = tl + TH__TL_RINGOFF + (slot % TH__TL_RING) * TH__TL_REC;
+	/* Acquire: the fields are loaded after the generation; pairs with the
+	 * writer's release store of the generation. */
+	uint32_t g = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_ACQUIRE);
+	uint64_t anchor = TH__LD(uint64_t, r, 8);
+	int64_t dlo = TH__LD(int64_t, r, 16), ddue = TH__LD(int64_t, r, 24);
+	int64_t lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32), hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
+	int64_t sec = TH__LD(int64_t, r, 64 + 16 * ck), q = TH__LD(int64_t, r, 72 + 16 * ck);
+	uint16_t ep = ck == 1 ? TH__LD(uint16_t, r, 6) : 0;
+	if (shared && ck == 1) {
+		/* the page numbers its REALTIME epochs itself */
+		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
+		if (dp == 0)
+			return 0;
+		ep = (uint16_t)(ep + __atomic_load_n(dp, __ATOMIC_RELAXED));
+	}
+	/* Orders the copies before the re-load of the generation; pairs with
+	 * the writer's release fence after it stored 0 there. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	uint32_t g2 = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED);
+	/* The page copy was made while the process still read the page (the
+	 * fence orders the copy before this load): slot and sequence of the
+	 * process's word unchanged. */
+	if (shared && ((__atomic_load_n((const uint64_t *)(const void *)x->tl, __ATOMIC_RELAXED) ^ lc) &
+		       (((uint64_t)1 << 40) - 1)) != 0)
+		return 0;
+	uint32_t seq = (uint32_t)(cur >> 8);
+	uint64_t span = (uint64_t)(ddue - dlo);
+	/* The generation of cur's sequence, unchanged across the copy; a
+	 * kernel-mode record (empty window) never reads the counter. */
+	if (__builtin_expect(g != (seq ? seq : 1u) || g2 != g || span == 0, 0))
+		return 0;
+	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
+	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate
+	 * (computed while the counter is read) plus c * rate: one multiply
+	 * after the counter. */
+	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
+	uint64_t c = ctr();
+	int64_t d = (int64_t)(c - anchor);
+	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
+		return 0;
+	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
+	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
+		int64_t k = n / 1000000000 - (n < 0);
+		sec += k;
+		n -= k * 1000000000;
+	}
+	if (ck == 1) {
+		/* G3: a second above the floor is the library's to raise
+		 * (relaxed, as in the library: one word). */
+		const uint64_t *g3 = __atomic_load_n(&x->g3, __ATOMIC_RELAXED);
+		if (__builtin_expect(g3 == 0, 0))
+			return 0;
+		uint64_t w = __atomic_load_n(g3, __ATOMIC_RELAXED);
+		if (__builtin_expect(sec >= 0 && w < (((uint64_t)ep << 48) | (uint64_t)sec), 0))
+			return 0;
+	}
+	*osec = sec;
+	*onsec = n;
+	return 1;
+}
+
+static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, int ck, int ordered,
+								 struct timespec *ts)
+{
+	/* The ordered read's fence first: nothing below executes before every
+	 * earlier instruction of this thread has completed (the load by which
+	 * the caller synchronised with another thread's reading included). */
+	if (ordered)
+		TH__CTR_FENCE();
+	int64_t sec, n;
+	if (__builtin_expect(ts != 0, 1) && __builtin_expect(th__fine_rec(th__tl_get(), &th__fine_cache, ck, th__ctr, &sec, &n), 1)) {
+		ts->tv_sec = (time_t)sec;
+		ts->tv_nsec = (long)n;
+		return 0;
+	}
+	return (th_clock_gettime)(id, ts);
+}
+
+#define TH__FINE_CK(id)                                                                              \
+	((id) == CLOCK_MONOTONIC || (id) == TH_CLOCK_MONOTONIC_RELAXED ? 0                          \
+	 : (id) == CLOCK_REALTIME || (id) == TH_CLOCK_REALTIME_RELAXED ? 1                           \
+	 : (id) == CLOCK_BOOTTIME ? 2                                                                \
+	 : (id) == CLOCK_TAI ? 3                                                                     \
+	 : (id) == CLOCK_MONOTONIC_RAW ? 4                                                           \
+				       : -1)
+#define TH__FINE_ORDERED(id) ((id) != TH_CLOCK_MONOTONIC_RELAXED && (id) != TH_CLOCK_REALTIME_RELAXED)
+#define th_clock_gettime(id, ts)                                                                     \
+	(__builtin_constant_p(id) && TH__FINE_CK(id) >= 0                                              \
+		 ? th__fine_inline((id), TH__FINE_CK(id), TH__FINE_ORDERED(id), (ts))                 \
+		 : (th_clock_gettime)((id), (ts)))
+
+/* gettimeofday without a timezone: REALTIME inline, in microseconds. */
+static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct timeval *tv, void *tz)
+{
+	TH__CTR_FENCE();
+	int64_t sec, n;
+	if (__builtin_expect(tv != 0 && tz == 0, 1) &&
+	    __builtin_expect(th__fine_rec(th__tl_get(), &th__fine_cache, 1, th__ctr, &sec, &n), 1)) {
+		tv->tv_sec = (time_t)sec;
+		tv->tv_usec = (suseconds_t)((uint64_t)n / 1000u);
+		return 0;
+	}
+	return (th_gettimeofday)(tv, tz);
+}
+#define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))
+#endif /* x86-64, arm64 */
 #endif
 
 #ifdef __cplusplus

@@ -726,7 +726,31 @@ static void reset_writer(struct th_proc *p)
 }
 
 /* The inline th_time() of the public header reads this. */
-static struct th__fast fast_state = {TH__FAST_ABI, 1, NULL, NULL, NULL, NULL};
+/* minor 2: the timeline and the G3 floor, for the header's inline fine
+ * reads (fixed addresses: set here, before any read). The simulation has
+ * its own counter: no inline reads there. */
+#if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
+#define TH_INLINE_TL_ABI 0
+#else
+#define TH_INLINE_TL_ABI TH__TL_ABI
+#endif
+static struct th__fast fast_state = {TH__FAST_ABI, 2, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
+				      (const uint32_t *)(const void *)&th__P.sh_delta};
+
+/* The header's inline reader reads the record at the offsets of the page
+ * format; these are the ones it uses. */
+_Static_assert(offsetof(struct th_timeline, cur) == 0 && offsetof(struct th_timeline, ring) == TH__TL_RINGOFF &&
+		       sizeof(struct th_rec) == TH__TL_REC && TH_RING == TH__TL_RING,
+	       "timeline layout of the inline reader");
+_Static_assert(offsetof(struct th_rec, gen) == 0 && offsetof(struct th_rec, epoch) == 6 &&
+		       offsetof(struct th_rec, anchor) == 8 && offsetof(struct th_rec, dlo) == 16 &&
+		       offsetof(struct th_rec, ddue) == 24 && offsetof(struct th_rec, mono_lo) == 32 &&
+		       offsetof(struct th_rec, mono_hi) == 40 && offsetof(struct th_rec, at) == 64 &&
+		       offsetof(struct th_rec, raw_lo) == 144 && offsetof(struct th_rec, raw_hi) == 152 &&
+		       offsetof(struct th_ts, nsec_q32) == 8 && TH_CK_MONO == 0 && TH_CK_REAL == 1 &&
+		       TH_CK_BOOT == 2 && TH_CK_TAI == 3 && TH_CK_RAW == 4 && TH_SLOT_SHARED == 0xff,
+	       "record layout of the inline reader");
 
 __attribute__((visibility("default"))) const struct th__fast *th__fast(void)
 {
@@ -752,7 +776,6 @@ int th__kdata_recheck(void)
 
 static void publish_fast_state(void)
 {
-	fast_state.g3 = (const uint64_t *)(const void *)&th__P.g3;
 #ifndef TH_SIM
 	/* Relaxed: published by the release store of time_fn below (ksec only
 	 * ever goes to NULL afterwards). kseq is stored before ksec: a reader

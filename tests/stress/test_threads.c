@@ -28,12 +28,26 @@
 
 #define MS 1000000LL
 
+/* Negative: the library call; positive: the header's inline path for the
+ * fine clocks that have one (a constant id at the call). */
+static int inline_reads;
+
 static int64_t read_clock(clockid_t id)
 {
 	struct timespec t;
 	if (id == (clockid_t)-1000) /* time() in ns */
 		return (int64_t)th_time(NULL) * 1000000000LL;
-	th_clock_gettime(id, &t);
+	if (inline_reads) {
+		switch (id) {
+		case CLOCK_MONOTONIC: th_clock_gettime(CLOCK_MONOTONIC, &t); return ts_to_ns(&t);
+		case CLOCK_REALTIME: th_clock_gettime(CLOCK_REALTIME, &t); return ts_to_ns(&t);
+		case CLOCK_MONOTONIC_RAW: th_clock_gettime(CLOCK_MONOTONIC_RAW, &t); return ts_to_ns(&t);
+		case CLOCK_BOOTTIME: th_clock_gettime(CLOCK_BOOTTIME, &t); return ts_to_ns(&t);
+		case CLOCK_TAI: th_clock_gettime(CLOCK_TAI, &t); return ts_to_ns(&t);
+		default: break;
+		}
+	}
+	(th_clock_gettime)(id, &t);
 	return ts_to_ns(&t);
 }
 
@@ -375,6 +389,27 @@ int main(int argc, char **argv)
 	};
 	for (size_t i = 0; i < sizeof s / sizeof *s; i++)
 		run_stream(s[i].name, s[i].pub, s[i].rd, ms);
+#ifdef TH__FINE_INLINE
+	/* The same with the header's inline reads: one side inline, the other
+	 * the library, then both inline. */
+	{
+		static const struct {
+			const char *name;
+			clockid_t id;
+		} fine[] = {{"inline MONOTONIC -> MONOTONIC", CLOCK_MONOTONIC},
+			    {"inline REALTIME -> REALTIME", CLOCK_REALTIME},
+			    {"inline MONOTONIC_RAW -> MONOTONIC_RAW", CLOCK_MONOTONIC_RAW},
+			    {"inline BOOTTIME -> BOOTTIME", CLOCK_BOOTTIME},
+			    {"inline TAI -> TAI", CLOCK_TAI}};
+		inline_reads = 1;
+		for (size_t i = 0; i < sizeof fine / sizeof *fine; i++)
+			run_stream(fine[i].name, fine[i].id, fine[i].id, ms / 2);
+		run_stream("inline MONOTONIC_COARSE -> MONOTONIC (G4)", CLOCK_MONOTONIC_COARSE, CLOCK_MONOTONIC, ms / 2);
+		run_stream("inline REALTIME_COARSE -> REALTIME (G4)", CLOCK_REALTIME_COARSE, CLOCK_REALTIME, ms / 2);
+		run_stream("time() -> inline REALTIME (G4)", (clockid_t)-1000, CLOCK_REALTIME, ms / 2);
+		inline_reads = 0;
+	}
+#endif
 
 	/* G3 across threads: seconds only (time() has no more) */
 	{

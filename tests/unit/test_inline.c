@@ -1,0 +1,315 @@
+/*
+ * The header's inline fine read (timehands.h, th__fine_rec) against the
+ * library's records: the same value as the record's line where it reads, and
+ * the library call wherever the library's own fast read would not serve
+ * (record being written or superseded, kernel-mode record, counter outside
+ * the window, the daemon's page, a G3 floor to raise). Then, on the real
+ * machine, inline readings sandwiched between library readings.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <stdatomic.h>
+#include <string.h>
+
+#include "check.h"
+#include "record.h"
+#include "timehands.h"
+
+#ifndef TH__FINE_INLINE
+int main(void)
+{
+	printf("test_inline: no inline fine reads on this architecture\n");
+	return 77;
+}
+#else
+
+static struct th_timeline tl __attribute__((aligned(64)));
+static uint64_t fake_c;
+static unsigned ctr_calls;
+
+static uint64_t fake_ctr(void)
+{
+	ctr_calls++;
+	return fake_c;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static const int line_of[5] = {TH_MONO, TH_MONO, TH_MONO, TH_MONO, TH_RAW};
+
+static int64_t offset_of(const struct th_snap *s, int ck)
+{
+	switch (ck) {
+	case 1: return s->off_real;
+	case 2: return s->off_boot;
+	case 3: return s->off_tai;
+	default: return 0;
+	}
+}
+
+/* A LINE record with random slopes, fractions, offsets and window. */
+static void make_line(struct th_rec_val *v)
+{
+	memset(v, 0, sizeof *v);
+	v->kind = TH_REC_LINE;
+	v->epoch = (uint16_t)(rnd() % 5);
+	v->anchor = rnd() >> 1;
+	for (int l = 0; l < TH_NLINES; l++) {
+		v->ns[l] = 1000000000ULL * (1 + rnd() % 100000) + rnd() % 1000000000ULL;
+		v->frac[l] = (uint32_t)rnd();
+		int64_t rate = ((int64_t)1 << 31) + (int64_t)(rnd() % 2000000) - 1000000; /* ~0.5 ns a count */
+		v->lo[l] = rate - (int64_t)(rnd() % 1000);
+		v->hi[l] = rate + (int64_t)(rnd() % 1000);
+		v->bound[l] = 1000;
+	}
+	v->off_real = (int64_t)(1700000000ULL * 1000000000ULL + rnd() % 1000000000000ULL);
+	v->off_boot = (int64_t)(rnd() % 100000000000ULL);
+	v->off_tai = v->off_real + 37000000000LL;
+	v->dmin = v->dlo = -(int64_t)(rnd() % 100000);
+	v->ddue = 1 + (int64_t)(rnd() % 8000000);
+	v->dhi = v->ddue + (int64_t)(rnd() % 8000000);
+	v->coarse = v->ns[TH_MONO];
+}
+
+static struct th_timeline ptl __attribute__((aligned(64))); /* a daemon's page */
+static uint32_t delta;                                      /* its epochs -> ours */
+
+static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
+{
+	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta};
+	int64_t sec = 0, n = 0;
+	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr, &sec, &n);
+	if (ok) {
+		CHECK(n >= 0 && n < 1000000000, "nsec %lld out of range", (long long)n);
+		*ns = sec * 1000000000LL + n;
+	}
+	return ok;
+}
+
+static void test_values(void)
+{
+	uint64_t g3 = ~(uint64_t)0; /* a floor never below a reading: no G3 raise */
+	long fast = 0, calls = 0;
+	for (int rec = 0; rec < 300; rec++) {
+		struct th_rec_val v;
+		make_line(&v);
+		th_commit_force(&tl, &v);
+		struct th_snap s;
+		unsigned r = 0;
+		CHECK(th_snapshot(&tl, &s, &r) == 0, "snapshot");
+		for (int i = 0; i < 200; i++) {
+			int64_t d;
+			switch (i % 4) {
+			case 0: d = s.dlo + (int64_t)(rnd() % (uint64_t)(s.ddue - s.dlo)); break;
+			case 1: d = s.dlo - 1 - (int64_t)(rnd() % 1000); break;
+			case 2: d = s.ddue + (int64_t)(rnd() % 1000); break;
+			default: d = (int64_t)(rnd() % 3) - 1 + (i & 1 ? s.dlo : s.ddue - 1); break;
+			}
+			fake_c = s.anchor + (uint64_t)d;
+			int ck = (int)(rnd() % 5);
+			int64_t got = 0;
+			int ok = read_rec(ck, &g3, &got);
+			int want = d >= s.dlo && d < s.ddue;
+			CHECK(ok == want, "record %d d %lld (window [%lld, %lld)): inline %s", rec, (long long)d,
+			      (long long)s.dlo, (long long)s.ddue, ok ? "read" : "called the library");
+			if (ok && want) {
+				int64_t ref = (int64_t)th_line_eval(&s, line_of[ck], d) + offset_of(&s, ck);
+				CHECK(got == ref, "record %d clock %d d %lld: inline %lld, line %lld", rec, ck,
+				      (long long)d, (long long)got, (long long)ref);
+				fast++;
+			} else {
+				calls++;
+			}
+		}
+	}
+	CHECK(fast > 10000 && calls > 10000, "fast %ld, library %ld", fast, calls);
+	printf("  values: %ld inline readings equal the record's line, %ld outside the window go to the library\n",
+	       fast, calls);
+}
+
+static void test_refusals(void)
+{
+	uint64_t g3 = 0;
+	struct th_rec_val v;
+	make_line(&v);
+	uint64_t w = th_commit_force(&tl, &v);
+	struct th_snap s;
+	unsigned r = 0;
+	th_snapshot(&tl, &s, &r);
+	fake_c = s.anchor + 10;
+	int64_t ns;
+	CHECK(read_rec(0, &g3, &ns) == 1, "a plain read");
+
+	/* cur names a later sequence than the slot holds: superseded */
+	atomic_store(&tl.cur, TH_CUR_MAKE(TH_CUR_SEQ(w) + 1, TH_CUR_SLOT(w), 0));
+	CHECK(read_rec(0, &g3, &ns) == 0, "a record rewritten since cur named it was read");
+	atomic_store(&tl.cur, w);
+
+	/* being written */
+	struct th_rec *rec = &tl.ring[TH_CUR_SLOT(w) % TH_RING];
+	uint32_t gen = atomic_load(&rec->gen);
+	atomic_store(&rec->gen, 0);
+	CHECK(read_rec(0, &g3, &ns) == 0, "a record being written was read");
+	atomic_store(&rec->gen, gen);
+	CHECK(read_rec(0, &g3, &ns) == 1, "restored");
+
+	unsigned before;
+	/* a kernel-mode record: empty window, the counter is never read */
+	struct th_rec_val k;
+	memset(&k, 0, sizeof k);
+	k.kind = TH_REC_KERNEL;
+	k.dhi = -1;
+	th_commit_force(&tl, &k);
+	before = ctr_calls;
+	for (int ck = 0; ck < 5; ck++)
+		CHECK(read_rec(ck, &g3, &ns) == 0, "a kernel-mode record was read (clock %d)", ck);
+	CHECK(ctr_calls == before, "the counter was read under a kernel-mode record");
+
+	/* G3: REALTIME is read inline only if its second is not above the
+	 * floor of its epoch (else the library raises the floor) */
+	w = th_commit_force(&tl, &v);
+	th_snapshot(&tl, &s, &r);
+	fake_c = s.anchor + 10;
+	int64_t real = (int64_t)th_line_eval(&s, TH_MONO, 10) + s.off_real, sec = real / 1000000000LL;
+	uint64_t ep = s.epoch;
+	g3 = (ep << 48) | (uint64_t)sec;
+	CHECK(read_rec(1, &g3, &ns) == 1 && ns == real, "REALTIME at the floor's second");
+	g3 = (ep << 48) | (uint64_t)(sec - 1);
+	CHECK(read_rec(1, &g3, &ns) == 0, "REALTIME above the floor was read inline (floor not raised)");
+	CHECK(read_rec(0, &g3, &ns) == 1, "MONOTONIC has no G3 floor");
+	g3 = ((ep + 1) << 48);
+	CHECK(read_rec(1, &g3, &ns) == 1, "a floor of a later epoch");
+	CHECK(read_rec(1, NULL, &ns) == 0, "REALTIME without the floor's address");
+	printf("  refusals: superseded, being written, kernel-mode records, G3: library\n");
+}
+
+/* The process's word names the shared slot: the page's record is read, its
+ * REALTIME epoch shifted by delta; the page's own refusals hold there too. */
+static void test_shared(void)
+{
+	struct th_rec_val v;
+	make_line(&v);
+	th_commit_force(&ptl, &v);
+	struct th_snap s;
+	unsigned r = 0;
+	th_snapshot(&ptl, &s, &r);
+	uint64_t lw = TH_CUR_MAKE(1234, 0xff, 0);
+	atomic_store(&tl.cur, lw);
+	uint64_t g3 = ~(uint64_t)0;
+	long fast = 0;
+	for (int i = 0; i < 2000; i++) {
+		int64_t d = s.dlo + (int64_t)(rnd() % (uint64_t)(s.ddue - s.dlo));
+		fake_c = s.anchor + (uint64_t)d;
+		int ck = i % 5;
+		int64_t got = 0;
+		if (read_rec(ck, &g3, &got)) {
+			int64_t ref = (int64_t)th_line_eval(&s, line_of[ck], d) + offset_of(&s, ck);
+			CHECK(got == ref, "page clock %d d %lld: inline %lld, line %lld", ck, (long long)d,
+			      (long long)got, (long long)ref);
+			fast++;
+		}
+	}
+	CHECK(fast == 2000, "only %ld of 2000 page readings inline", fast);
+
+	/* REALTIME's G3 floor in the process's numbering: page epoch + delta */
+	fake_c = s.anchor + 10;
+	int64_t real = (int64_t)th_line_eval(&s, TH_MONO, 10) + s.off_real, sec = real / 1000000000LL, ns;
+	delta = 3;
+	g3 = ((uint64_t)(s.epoch + 3) << 48) | (uint64_t)sec;
+	CHECK(read_rec(1, &g3, &ns) == 1 && ns == real, "REALTIME of the page at the floor of its shifted epoch");
+	g3 = ((uint64_t)(s.epoch + 3) << 48) | (uint64_t)(sec - 1);
+	CHECK(read_rec(1, &g3, &ns) == 0, "page REALTIME above the floor read inline");
+	g3 = ((uint64_t)s.epoch << 48) | (uint64_t)(sec + 5);
+	CHECK(read_rec(1, &g3, &ns) == 0, "the page's epoch taken unshifted (a floor of an older epoch above)");
+	delta = 0;
+
+	/* the page's record being written, or a kernel-mode page record */
+	uint64_t pw = atomic_load(&ptl.cur);
+	struct th_rec *rec = &ptl.ring[TH_CUR_SLOT(pw) % TH_RING];
+	uint32_t gen = atomic_load(&rec->gen);
+	atomic_store(&rec->gen, 0);
+	CHECK(read_rec(0, &g3, &ns) == 0, "a page record being written was read");
+	atomic_store(&rec->gen, gen);
+	struct th_rec_val k;
+	memset(&k, 0, sizeof k);
+	k.kind = TH_REC_KERNEL;
+	k.dhi = -1;
+	th_commit_force(&ptl, &k);
+	unsigned before = ctr_calls;
+	CHECK(read_rec(0, &g3, &ns) == 0 && ctr_calls == before, "a kernel-mode page record was read");
+
+	/* no page mapped: the library */
+	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta};
+	int64_t a, b;
+	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr, &a, &b) == 0, "the shared slot without a page");
+	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");
+}
+
+/* The process's own timeline, read inline between two library readings. */
+static void test_machine(void)
+{
+	struct timespec a, b, t;
+	th_clock_gettime(CLOCK_MONOTONIC, &a); /* attach */
+	const clockid_t ids[5] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW};
+	long inl = 0, total = 0, bad = 0;
+	int64_t end = raw_now_ns() + 300000000;
+	while (raw_now_ns() < end) {
+		for (int ck = 0; ck < 5; ck++) {
+			(th_clock_gettime)(ids[ck], &a);
+			int64_t sec, n;
+			const struct th__fast *f = th__fast();
+			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta};
+			int ok = th__fine_rec(x.tl, &x, ck, th__ctr, &sec, &n);
+			(th_clock_gettime)(ids[ck], &b);
+			total++;
+			if (ok) {
+				inl++;
+				t.tv_sec = (time_t)sec;
+				t.tv_nsec = (long)n;
+				if (ts_to_ns(&t) < ts_to_ns(&a) || ts_to_ns(&t) > ts_to_ns(&b))
+					bad++;
+			}
+		}
+		/* gettimeofday, inline: microseconds of a REALTIME reading */
+		(th_clock_gettime)(CLOCK_REALTIME, &a);
+		struct timeval tv;
+		th_gettimeofday(&tv, NULL);
+		(th_clock_gettime)(CLOCK_REALTIME, &b);
+		int64_t us = (int64_t)tv.tv_sec * 1000000 + tv.tv_usec;
+		if (us < ts_to_ns(&a) / 1000 || us > ts_to_ns(&b) / 1000 || tv.tv_usec < 0 || tv.tv_usec >= 1000000)
+			bad++;
+		/* the macro itself, with a constant id */
+		(th_clock_gettime)(CLOCK_MONOTONIC, &a);
+		th_clock_gettime(CLOCK_MONOTONIC, &t);
+		(th_clock_gettime)(CLOCK_MONOTONIC, &b);
+		if (ts_to_ns(&t) < ts_to_ns(&a) || ts_to_ns(&t) > ts_to_ns(&b))
+			bad++;
+	}
+	struct th_status st;
+	th_status(&st, sizeof st);
+	CHECK(bad == 0, "%ld inline readings outside their library sandwich", bad);
+	if (st.mode == TH_MODE_LOCAL)
+		CHECK(inl > total / 2, "only %ld of %ld readings inline in local mode", inl, total);
+	printf("  machine (mode %u): %ld of %ld readings inline, all inside their library sandwich\n", st.mode,
+	       inl, total);
+	CHECK(th_clock_gettime(CLOCK_MONOTONIC, NULL) == -1, "a NULL timespec");
+	CHECK(th_gettimeofday(NULL, NULL) == 0, "gettimeofday without a timeval");
+}
+
+int main(void)
+{
+	test_values();
+	test_refusals();
+	test_shared();
+	test_machine();
+	return check_done("test_inline");
+}
+#endif

@@ -243,16 +243,19 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	uint64_t span = (uint64_t)(ddue - dlo);
 	if (TH_UNLIKELY(g != TH_CUR_GEN(cur) || g2 != g || span == 0))
 		return th__fine_slow_v(ck, ordered);
+	/* Inside the fast window |d * rate| < 2^62 (TH_MAX_WINDOW_NS), so
+	 * q + d * rate is exact in 64 bits, and equals, modulo 2^64,
+	 * (q - anchor * rate) + c * rate: the first term is computed while
+	 * the counter is read, one multiply follows the counter (the sign of
+	 * d picks the slope). The header's inline read does the same. */
+	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
 	TH_STEP("read_counter");
 	/* Ordered reads issued the fence before the copy. */
 	uint64_t c = th_hw_ctr_relaxed();
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
 		return th__fine_slow_v(ck, ordered);
-	/* Inside the fast window |d * rate| < 2^62 (TH_MAX_WINDOW_NS): one
-	 * 64-bit multiply per slope, both in parallel, the sign of d picks. */
-	int64_t ql = q + d * lo, qh = q + d * hi;
-	int64_t n = (d < 0 ? ql : qh) >> 32;
+	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
 	if (TH_UNLIKELY((uint64_t)n >= 1000000000u)) {
 		int64_t k = n / 1000000000 - (n < 0);
 		sec += k;

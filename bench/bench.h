@@ -33,7 +33,7 @@ struct bench_row {
 	double ns_min;
 	double ratio_vdso;   /* median of per-round ratios; 0 = n/a */
 	double vdso_ref_ns;  /* the vDSO figure the ratio is taken against */
-	char floor[16];      /* floor name; "" = none */
+	char floor[24];      /* floor name; "" = none */
 	double floor_ns;
 	double ratio_floor;  /* median of per-round ratios; 0 = n/a */
 	double over_floor_ns; /* median of per-round differences */

@@ -139,7 +139,14 @@ static __attribute__((noinline)) int call_ordered(struct timespec *ts)
 	return 0;
 }
 LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
-#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc"}
+/* What any reader that scales the counter costs at least: the ordered read,
+ * then one multiply-add-shift by a rate and offset loaded each time. */
+static struct {
+	uint64_t k, m;
+} conv_params = {12345, (uint64_t)1 << 31};
+LOOP(floor_conv, , _mm_lfence(),
+     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + __rdtsc() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
+#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc", "lfence;rdtsc;mul"}
 #define HAVE_COUNTER_FLOOR 1
 #elif defined(__aarch64__)
 static inline uint64_t cntvct(void)
@@ -159,20 +166,25 @@ static __attribute__((noinline)) int call_ordered(struct timespec *ts)
 	return 0;
 }
 LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
-#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct"}
+static struct {
+	uint64_t k, m;
+} conv_params = {12345, (uint64_t)1 << 31};
+LOOP(floor_conv, , __asm__ volatile("isb" ::: "memory"),
+     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + cntvct() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
+#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct", "isb;cntvct;mul"}
 #define HAVE_COUNTER_FLOOR 1
 #else
-#define FLOOR_NAMES {"", "", "load", ""}
+#define FLOOR_NAMES {"", "", "load", "", ""}
 #define HAVE_COUNTER_FLOOR 0
 #endif
 
-enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, F_CALL, NFLOOR };
+enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, F_CALL, F_CONV, NFLOOR };
 static const char *const floor_name[NFLOOR] = FLOOR_NAMES;
 static const loop_fn floor_fn[NFLOOR] = {
 #if HAVE_COUNTER_FLOOR
-	floor_unordered, floor_ordered, floor_load, floor_call
+	floor_unordered, floor_ordered, floor_load, floor_call, floor_conv
 #else
-	NULL, NULL, floor_load, NULL
+	NULL, NULL, floor_load, NULL, NULL
 #endif
 };
 
@@ -202,7 +214,8 @@ enum {
 static const struct op ops[NOP] = {
 	CLOCK_OP("realtime", "clock_gettime(CLOCK_REALTIME)", CLOCK_REALTIME, F_ORDERED, OP_REALTIME, realtime),
 	CLOCK_OP("monotonic", "clock_gettime(CLOCK_MONOTONIC)", CLOCK_MONOTONIC, F_ORDERED, OP_MONOTONIC, monotonic),
-	CLOCK_OP("raw", "clock_gettime(CLOCK_MONOTONIC_RAW)", CLOCK_MONOTONIC_RAW, F_ORDERED, OP_RAW, raw),
+	/* its floor: the ordered read plus the least scaling a reader does */
+	CLOCK_OP("raw", "clock_gettime(CLOCK_MONOTONIC_RAW)", CLOCK_MONOTONIC_RAW, F_CONV, OP_RAW, raw),
 	CLOCK_OP("boottime", "clock_gettime(CLOCK_BOOTTIME)", CLOCK_BOOTTIME, F_ORDERED, OP_BOOTTIME, boottime),
 	CLOCK_OP("tai", "clock_gettime(CLOCK_TAI)", CLOCK_TAI, F_ORDERED, OP_TAI, tai),
 	CLOCK_OP("realtime_coarse", "clock_gettime(CLOCK_REALTIME_COARSE)", CLOCK_REALTIME_COARSE, F_LOAD,

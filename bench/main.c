@@ -907,11 +907,11 @@ static void evaluate_targets(void)
 			const struct bench_row *r = find("percall", fine[k], th[i], 0);
 			if (!r)
 				continue;
-			/* th_clock_gettime() with a constant id is the header's
-			 * inline path in local mode (+1.5 ns); gettimeofday, and
-			 * every read of the daemon's page, is the library call
-			 * (+3 ns). */
-			int inl = k < 2 && i == 0 && inline_fine;
+			/* th_clock_gettime() with a constant id and
+			 * th_gettimeofday() are the header's inline read, of the
+			 * process's records or of the daemon's page (+1.5 ns);
+			 * the library call has rows of its own (+3 ns). */
+			int inl = inline_fine;
 			snprintf(w, sizeof w, "%s over the %s floor%s", fine[k], r->floor,
 				 inl ? " (inline header path)" : "");
 			target(w, th[i], r->over_floor_ns, inl ? 1.5 : 3.0, "ns");

@@ -246,7 +246,8 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	/* Acquire: the record (or the page mapping and the floors of the
 	 * switch) is loaded after the word that names it; pairs with the
 	 * writer's release commit (or the switch's release CAS). */
-	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)tl, __ATOMIC_ACQUIRE), cur = lc;
+	const unsigned char *own = tl;
+	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_ACQUIRE), cur = lc;
 	int shared = (lc & 0xffu) == 0xffu;
 	if (__builtin_expect(shared, 0)) {
 		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
@@ -279,7 +280,7 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	/* The page copy was made while the process still read the page (the
 	 * fence orders the copy before this load): slot and sequence of the
 	 * process's word unchanged. */
-	if (shared && ((__atomic_load_n((const uint64_t *)(const void *)x->tl, __ATOMIC_RELAXED) ^ lc) &
+	if (shared && ((__atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_RELAXED) ^ lc) &
 		       (((uint64_t)1 << 40) - 1)) != 0)
 		return 0;
 	uint32_t seq = (uint32_t)(cur >> 8);
@@ -345,7 +346,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 #define TH__FINE_ORDERED(id) ((id) != TH_CLOCK_MONOTONIC_RELAXED && (id) != TH_CLOCK_REALTIME_RELAXED)
 #define th_clock_gettime(id, ts)                                                                     \
 	(__builtin_constant_p(id) && TH__FINE_CK(id) >= 0                                              \
-		 ? th__fine_inline((id), TH__FINE_CK(id), TH__FINE_ORDERED(id), (ts))                 \
+		 ? th__fine_inline((id), TH__FINE_CK(id) & 7, TH__FINE_ORDERED(id), (ts))             \
 		 : (th_clock_gettime)((id), (ts)))
 
 /* gettimeofday without a timezone: REALTIME inline, in microseconds. */

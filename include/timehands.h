@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h> /* clockid_t, also in strict ISO C modes */
 #include <time.h>
 #include <sys/time.h>
 #include <sys/times.h>
@@ -182,7 +183,8 @@ static inline time_t th__time_inline(time_t *t)
  * `cur` at offset 0, then TH__TL_RING records of TH__TL_REC bytes from
  * offset TH__TL_RINGOFF; src/attach/local.c checks each offset used here.
  */
-#if defined(__x86_64__) || defined(__aarch64__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(CLOCK_MONOTONIC) && defined(CLOCK_REALTIME) &&   \
+	defined(CLOCK_BOOTTIME) && defined(CLOCK_TAI) && defined(CLOCK_MONOTONIC_RAW)
 #define TH__FINE_INLINE 1
 
 /* What the inline reads need from the library, cached per translation unit
@@ -357,7 +359,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 	if (__builtin_expect(tv != 0 && tz == 0, 1) &&
 	    __builtin_expect(th__fine_rec(th__tl_get(), &th__fine_cache, 1, th__ctr, &sec, &n), 1)) {
 		tv->tv_sec = (time_t)sec;
-		tv->tv_usec = (suseconds_t)((uint64_t)n / 1000u);
+		tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
 		return 0;
 	}
 	return (th_gettimeofday)(tv, tz);

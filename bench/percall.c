@@ -126,14 +126,35 @@ static uint64_t floor_word = 1;
 
 LOOP(floor_load, , , *(volatile uint64_t *)&floor_word)
 #if defined(__x86_64__)
-LOOP(floor_unordered, , , __rdtsc())
-LOOP(floor_ordered, , _mm_lfence(), __rdtsc())
+#define CTR_READ() __rdtsc()
+#define CTR_FENCE() _mm_lfence()
+#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc", "lfence;rdtsc;mul"}
+#define HAVE_COUNTER_FLOOR 1
+#elif defined(__aarch64__)
+static inline uint64_t cntvct(void)
+{
+	uint64_t v;
+	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+}
+#define CTR_READ() cntvct()
+#define CTR_FENCE() __asm__ volatile("isb" ::: "memory")
+#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct", "isb;cntvct;mul"}
+#define HAVE_COUNTER_FLOOR 1
+#else
+#define FLOOR_NAMES {"", "", "load", "", ""}
+#define HAVE_COUNTER_FLOOR 0
+#endif
+
+#if HAVE_COUNTER_FLOOR
+LOOP(floor_unordered, , , CTR_READ())
+LOOP(floor_ordered, , CTR_FENCE(), CTR_READ())
 /* What any library call costs at least: a function that only reads the
  * ordered counter into the caller's timespec. */
 static __attribute__((noinline)) int call_ordered(struct timespec *ts)
 {
-	_mm_lfence();
-	uint64_t c = __rdtsc();
+	CTR_FENCE();
+	uint64_t c = CTR_READ();
 	ts->tv_sec = (time_t)(c >> 30);
 	ts->tv_nsec = (long)(c & 0x3fffffff);
 	return 0;
@@ -144,38 +165,8 @@ LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
 static struct {
 	uint64_t k, m;
 } conv_params = {12345, (uint64_t)1 << 31};
-LOOP(floor_conv, , _mm_lfence(),
-     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + __rdtsc() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
-#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc", "lfence;rdtsc;mul"}
-#define HAVE_COUNTER_FLOOR 1
-#elif defined(__aarch64__)
-static inline uint64_t cntvct(void)
-{
-	uint64_t v;
-	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
-	return v;
-}
-LOOP(floor_unordered, , , cntvct())
-LOOP(floor_ordered, , __asm__ volatile("isb" ::: "memory"), cntvct())
-static __attribute__((noinline)) int call_ordered(struct timespec *ts)
-{
-	__asm__ volatile("isb" ::: "memory");
-	uint64_t c = cntvct();
-	ts->tv_sec = (time_t)(c >> 30);
-	ts->tv_nsec = (long)(c & 0x3fffffff);
-	return 0;
-}
-LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
-static struct {
-	uint64_t k, m;
-} conv_params = {12345, (uint64_t)1 << 31};
-LOOP(floor_conv, , __asm__ volatile("isb" ::: "memory"),
-     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + cntvct() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
-#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct", "isb;cntvct;mul"}
-#define HAVE_COUNTER_FLOOR 1
-#else
-#define FLOOR_NAMES {"", "", "load", "", ""}
-#define HAVE_COUNTER_FLOOR 0
+LOOP(floor_conv, , CTR_FENCE(),
+     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + CTR_READ() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
 #endif
 
 enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, F_CALL, F_CONV, NFLOOR };

@@ -994,6 +994,15 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 	return 1;
 }
 
+/* After a copy of the page: the process still reads it, through the word
+ * `lc` that named the shared slot (as in th__read_tl_v). The acquire fence
+ * orders the copy before the re-load; see leave_shared. */
+static int page_still_read(struct th_proc *p, uint64_t lc)
+{
+	atomic_thread_fence(memory_order_acquire);
+	return TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) == TH_CUR_ID(lc);
+}
+
 /* A page record's REALTIME epoch in this process's numbering. */
 static uint16_t page_epoch(struct th_proc *p, uint16_t e)
 {
@@ -1038,11 +1047,8 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 				if (d < ps.dlo)
 					d = ps.dlo;
 				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
-				/* Still reading the page after the copy (as in
-				 * th__read_tl_v): else read again. */
-				atomic_thread_fence(memory_order_acquire);
-				if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc))
-					return 0;
+				if (!page_still_read(p, lc))
+					return 0; /* read again */
 				*ns = above_floor(p, v, ck, page_epoch(p, ps.epoch));
 				return 1;
 			}
@@ -1214,11 +1220,8 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			 * check on it (leave_shared) or, while another thread
 			 * does, a fine reading. */
 			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
-			/* Still reading the page after the copy (as in
-			 * th__read_tl_v): else read again. */
-			atomic_thread_fence(memory_order_acquire);
-			if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc))
-				continue;
+			if (!page_still_read(p, lc))
+				continue; /* read again */
 			if (got && s.kind == TH_REC_LINE && p->have_kcoarse &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);

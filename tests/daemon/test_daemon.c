@@ -396,6 +396,24 @@ static int counter_lines(const struct th_page_map *m)
 	return (m->flags & TH_PAGE_COUNTER_LINES) != 0;
 }
 
+/* The daemon's discipline needs a few undisturbed windups before its first
+ * counter line, which a loaded machine (a sanitizer build next to other
+ * tests) may stretch to seconds; the readers, which compete with it for
+ * the CPUs, start once it serves one (bounded: 5 s). */
+static void wait_for_line(const char *what, const struct th_page_map *m)
+{
+	if (!counter_lines(m) || SLOW_BUILD)
+		return;
+	int64_t lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
+	struct th_snap s;
+	unsigned rr = 0;
+	memset(&s, 0, sizeof s);
+	while (!(th_snapshot((struct th_timeline *)m->tl, &s, &rr) == 0 && s.kind == TH_REC_LINE) &&
+	       kns(CLOCK_MONOTONIC) < lim)
+		sleep_ns(NS_PER_MS);
+	CHECK(s.kind == TH_REC_LINE, "%s: no counter line published within 5 s of the start", what);
+}
+
 static void mode_publish(void)
 {
 	pid_t pid = spawn(1, NULL);
@@ -428,6 +446,7 @@ static void mode_publish(void)
 	sleep_ns(50 * NS_PER_MS);
 	CHECK(atomic_load(&m.hdr->publishes) > p0 && hb_of(&m) > h0, "no publish in 50 ms");
 
+	wait_for_line("publish", &m);
 	struct reader_ctl rc[2];
 	pthread_t t[2];
 	start_readers(rc, t, 2, &m, 1);
@@ -459,18 +478,9 @@ static void mode_stop(void)
 	}
 	rng_state = (uint64_t)kns(CLOCK_MONOTONIC) | 1;
 	printf("stop: seed %llu\n", (unsigned long long)rng_state);
-	/* The stops start once the daemon serves a counter line (its
-	 * discipline needs a few undisturbed windups first, which a loaded
-	 * machine may stretch to seconds), so that they interrupt lines. */
-	if (counter_lines(&m) && !SLOW_BUILD) {
-		int64_t lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
-		struct th_snap s;
-		unsigned rr = 0;
-		memset(&s, 0, sizeof s);
-		while (!(th_snapshot((struct th_timeline *)m.tl, &s, &rr) == 0 && s.kind == TH_REC_LINE) && kns(CLOCK_MONOTONIC) < lim)
-			sleep_ns(NS_PER_MS);
-		CHECK(s.kind == TH_REC_LINE, "stop: no counter line published within 5 s of the start");
-	}
+	/* The stops start once the daemon serves a counter line, so that
+	 * they interrupt lines. */
+	wait_for_line("stop", &m);
 	struct reader_ctl rc[2];
 	pthread_t t[2];
 	start_readers(rc, t, 2, &m, 0);

@@ -533,85 +533,200 @@ static int page_offsets_agree(const struct th_proc *p, const struct th_snap *ps)
 	       llabs(dt) <= d->off_real_hw + slack;
 }
 
-/*
- * Shared -> local: the page's records, and the floors of the switch, become
- * the ceiling C of a kernel-mode record, so phi never undercuts what was read
- * from the page; the page's offsets and REALTIME epoch are adopted, so that
- * REALTIME, BOOTTIME and TAI continue without a step. A local line follows
- * through install_line once the discipline is ready.
- */
-static void leave_shared(struct th_proc *p, uint64_t now, int dead)
+/* The page's record `ps` (if `have`) as the base of a local kernel-mode
+ * record: its ceilings, never below the floors of the switch. */
+static void leave_base(struct th_proc *p, const struct th_snap *ps, int have, struct th_snap *base)
 {
-	struct th_snap ps, base;
-	unsigned r = 0;
-	int have = th_snapshot(th__page_tl(), &ps, &r) == 0 && ps.kind != TH_REC_EMPTY;
-	memset(&base, 0, sizeof base);
-	base.kind = TH_REC_KERNEL;
+	memset(base, 0, sizeof *base);
+	base->kind = TH_REC_KERNEL;
 	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
 	for (int l = 0; l < TH_NLINES; l++) {
-		uint64_t c = have ? th_snap_ceiling(&ps, l) : 0, f = floor_ns(p, lines[l]);
-		base.ceil[l] = c > f ? c : f;
-		base.bound[l] = have && ps.bound[l] ? ps.bound[l] : 1000;
+		uint64_t c = have ? th_snap_ceiling(ps, l) : 0, f = floor_ns(p, lines[l]);
+		base->ceil[l] = c > f ? c : f;
+		base->bound[l] = have && ps->bound[l] ? ps->bound[l] : 1000;
 	}
-	base.coarse = have ? ps.coarse : 0;
-	base.cur = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
-	if (have && ps.kind == TH_REC_LINE) {
-		/* The page's slope is the freshest estimate of the kernel's
-		 * rate (the local one may be as old as the shared period):
-		 * start the local discipline from it, with a new baseline. */
+	base->coarse = have ? ps->coarse : 0;
+}
+
+/* Adopt what the page's record `ps` served: its offsets and REALTIME epoch
+ * (every record carries the daemon's, a KERNEL or TRANSIT one too: going on
+ * with older ones would step REALTIME back to before a step the page had
+ * already followed), and its slope, the freshest estimate of the kernel's
+ * rate (the local one may be as old as the shared period), as the start of
+ * the local discipline with a new baseline. */
+static void leave_adopt(struct th_proc *p, const struct th_snap *ps)
+{
+	if (ps->kind == TH_REC_LINE) {
 		for (int l = 0; l < TH_NLINES; l++) {
 			struct th_line_disc *L = &p->disc.line[l];
-			if (ps.hi[l] > 0) {
-				L->rate = (double)ps.hi[l] / 4294967296.0;
+			if (ps->hi[l] > 0) {
+				L->rate = (double)ps->hi[l] / 4294967296.0;
 				L->unc = 20e-6;
 				L->have = 1;
 				L->have_last = 0;
 			}
 		}
 	}
-	if (have) {
-		/* Every record carries the daemon's offsets and epoch, a KERNEL
-		 * or TRANSIT one too (its readers served them): going on with
-		 * older ones would step REALTIME back to before a step the
-		 * page had already followed. */
-		th_disc_hold_offsets(&p->disc, &ps);
-		p->disc.epoch = (uint16_t)(ps.epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
+	th_disc_hold_offsets(&p->disc, ps);
+	p->disc.epoch = (uint16_t)(ps->epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
+}
+
+/* The page's line `ps`, valid at the counter now, as a local record due now
+ * (so that the next windup goes on from it like from any local line).
+ * 0 if it is not a line or not valid now. */
+static int leave_line(struct th_proc *p, const struct th_snap *ps, struct th_rec_val *v)
+{
+	if (ps->kind != TH_REC_LINE || !th_disc_ready(&p->disc) || !p->counter_usable)
+		return 0;
+	int64_t d = (int64_t)(th_hw_ctr_ordered() - ps->anchor);
+	if (d < ps->dmin || d > ps->dhi)
+		return 0;
+	th_snap_to_val(ps, v);
+	v->epoch = p->disc.epoch;
+	if (v->ddue > d)
+		v->ddue = d > v->dlo ? d : v->dlo;
+	return 1;
+}
+
+/*
+ * The page moved on between a leave's last look and its kernel-mode record
+ * `k1` becoming visible (the leaver was preempted in between): a reader may
+ * hold the newer record and serve its line, at any later counter value, up
+ * to the line's ceiling and within G1's 1 us of the kernel. A second
+ * kernel-mode record covers that: the larger ceilings, and a bound of 1 us
+ * (the line's error bound, several us, would serve that far ahead of the
+ * kernel until the kernel reaches the ceiling); k1's bound is kept while k1's
+ * ceiling is still ahead of the kernel, so that phi never decreases.
+ */
+static void leave_cover(struct th_proc *p, const struct th_rec_val *k1)
+{
+	struct th_snap ps, base;
+	unsigned r = 0;
+	if (th_snapshot_progress(th__page_tl(), &ps, &r) != 0 || ps.kind == TH_REC_EMPTY)
+		return;
+	struct th_sample g;
+	quick_sample(p, &g);
+	leave_base(p, &ps, 1, &base);
+	const uint64_t k[TH_NLINES] = {(uint64_t)g.mono, (uint64_t)g.raw};
+	for (int l = 0; l < TH_NLINES; l++) {
+		uint32_t b = base.bound[l] < 1000 ? base.bound[l] : 1000;
+		if (k1->ceil[l] > k[l] && k1->bound[l] > b)
+			b = k1->bound[l];
+		base.bound[l] = b;
+		if (k1->ceil[l] > base.ceil[l])
+			base.ceil[l] = k1->ceil[l];
 	}
+	if (k1->coarse > base.coarse)
+		base.coarse = k1->coarse;
+	struct th_rec_val v;
+	TH_STEP("unshare-cover");
+	th_writer_kernel(&p->wr, &base, &g, k1->due_ns > (uint64_t)g.mono ? k1->due_ns - (uint64_t)g.mono : 0, 0, &v);
+}
+
+/*
+ * Shared -> local. Readers that found the shared slot in this process's word
+ * copy a page record, re-check the word, then read the counter: one that
+ * re-checked before the leave's commit became visible may evaluate its copy
+ * of the page's line at any later counter value. What the leave commits must
+ * not undercut that, so it is built from the newest page record such a
+ * reader can hold:
+ *
+ *  - a page line still valid now (the daemon stopped, or its page failed a
+ *    check, before the line expired) is continued as the local record
+ *    itself: it gives the page's very values at every counter value, and the
+ *    page's records never undercut one another, however late a reader of an
+ *    older one reads the counter (record.h; a line after a TRANSIT starts
+ *    above the older line's ceiling). A kernel-mode record instead would
+ *    serve the kernel plus the line's error bound until the kernel reached
+ *    the line's value at its expiry, up to a window ahead;
+ *  - otherwise a kernel-mode record whose ceilings C are the page record's
+ *    (and the floors of the switch): phi never undercuts what a page line or
+ *    a page kernel record served; a local line follows (install_line).
+ *
+ * The page's word is compared with the snapshot's just before the commit (a
+ * leaver stalled after its snapshot may find it long expired while readers
+ * serve a newer line), and after a line copy it is read again behind a
+ * seq_cst fence that orders the commit before that load. A reader that
+ * re-checked before the commit was visible copied its record before that
+ * load (copy, acquire fence, re-check; the re-check read the word before our
+ * store, which precedes our fence and load): the second look sees that
+ * record or a newer one, and a newer valid line is continued in turn. Not
+ * covered: a daemon commit in the few instructions between the comparison
+ * and the commit, when the commit is a kernel-mode record or the newer
+ * record is not a line (README, Limits).
+ */
+static void leave_shared(struct th_proc *p, uint64_t now, int dead)
+{
+	struct th_timeline *pt = th__page_tl();
+	struct th_snap ps, base;
+	int lines = 0, kernel = 0, have = 0;
 	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
-	TH_STEP("unshare");
-	if (have && ps.kind == TH_REC_LINE && th_disc_ready(&p->disc) && p->counter_usable) {
-		/* The page's line is still valid (the daemon stopped, or its
-		 * page failed a check, before the line expired). Its ceiling is
-		 * its value at its expiry, up to a window ahead of the kernel: a
-		 * kernel-mode record would serve the kernel plus the line's
-		 * error bound until the kernel got there. Go on with that very
-		 * line as the local record instead, due now: a reader that
-		 * returned a value from the page returned it from this line, so
-		 * a later reading of the copy (counter not below) is not below
-		 * it, and the next windup continues from the line like from any
-		 * local one. */
-		int64_t d = (int64_t)(th_hw_ctr_ordered() - ps.anchor);
-		if (d >= ps.dmin && d <= ps.dhi) {
-			struct th_rec_val v;
-			th_snap_to_val(&ps, &v);
-			v.epoch = p->disc.epoch;
-			if (v.ddue > d)
-				v.ddue = d > v.dlo ? d : v.dlo;
+	for (int round = 0; round < 8 && !kernel; round++) {
+		unsigned r = 0;
+		have = th_snapshot_progress(pt, &ps, &r) == 0 && ps.kind != TH_REC_EMPTY;
+		if (have)
+			leave_adopt(p, &ps);
+		TH_STEP("unshare");
+		/* Moved on since the snapshot (acquire: as any load of the
+		 * page's word): a newer record, maybe a line being read, that
+		 * this one could undercut; the last round commits anyway. */
+#define TH_PAGE_MOVED() \
+	(have && round < 7 && TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+		struct th_rec_val v;
+		if (have && leave_line(p, &ps, &v)) {
+			uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+			if (TH_PAGE_MOVED())
+				continue;
 			TH_STEP("unshare-line");
-			if (th_commit(&p->tl, base.cur, &v) == 0) {
-				if (dead)
-					page_drop(p, now);
-				return;
-			}
+			if (th_commit(&p->tl, x, &v) != 0)
+				continue; /* an announcement: a reader found an earlier copy expired */
+			lines++;
+			/* Seq_cst: orders the commit (a release store of the
+			 * word the readers re-check) before the load of the
+			 * page's word below; pairs with the readers' acquire
+			 * fence between their copy and their re-check (see
+			 * above). */
+			atomic_thread_fence(memory_order_seq_cst);
+			TH_STEP("unshare-look");
+			if (TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) == TH_CUR_ID(ps.cur))
+				break;
+			continue;
 		}
-	}
-	if (th_disc_ready(&p->disc) && p->counter_usable) {
-		install_line(p, &base, 1);
-	} else {
+		if (lines)
+			break; /* no kernel-mode record after line copies */
+		leave_base(p, &ps, have, &base);
 		struct th_sample g;
 		quick_sample(p, &g);
-		publish_kernel(p, &base, &g, p->disc.line[TH_MONO].have ? p->tick_ns : p->disc.cfg.calib_ns);
+		uint64_t due = th_disc_ready(&p->disc) && p->counter_usable ? 0
+			       : p->disc.line[TH_MONO].have		       ? p->tick_ns
+									       : p->disc.cfg.calib_ns;
+		th_plan_kernel(&p->disc, &base, &g, due, 0, &v);
+		if (TH_PAGE_MOVED())
+			continue;
+#undef TH_PAGE_MOVED
+		TH_STEP("unshare-kernel");
+		th_writer_commit_kernel(&p->wr, &g, &v);
+		kernel = 1;
+		/* Seq_cst: as after a line copy. */
+		atomic_thread_fence(memory_order_seq_cst);
+		TH_STEP("unshare-look");
+		if (have && TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+			leave_cover(p, &v);
 	}
+	if (!lines && !kernel) {
+		/* Every round found the page moving: the newest snapshot's
+		 * ceilings. */
+		struct th_sample g;
+		struct th_rec_val v;
+		leave_base(p, &ps, have, &base);
+		quick_sample(p, &g);
+		th_writer_kernel(&p->wr, &base, &g, p->tick_ns, 0, &v);
+		kernel = 1;
+	}
+	/* A local line now, as after any kernel-mode record. */
+	unsigned r = 0;
+	if (kernel && th_disc_ready(&p->disc) && p->counter_usable && th_snapshot(&p->tl, &base, &r) == 0)
+		install_line(p, &base, 1);
 	if (dead)
 		page_drop(p, now); /* nobody is told to read it any more */
 }

@@ -19,20 +19,25 @@ void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *ou
 	out->cur = cur;
 }
 
-uint64_t th_writer_kernel(struct th_writer *w, const struct th_snap *prev, const struct th_sample *s,
-			  uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out)
+uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s, struct th_rec_val *v)
 {
-	th_plan_kernel(w->disc, prev, s, due_in_ns, guard_ns, out);
 	/* The coarse value of a kernel-mode record: what a fine read through
 	 * it returns at the sample, phi(k), never below the previous coarse
 	 * value; phi is non-decreasing in k and C, so a later fine read is
 	 * never below it (G4). A page's readers take coarse clocks from the
 	 * record alone, so it must keep moving. */
-	uint64_t c = th_phi((uint64_t)s->mono, out->ceil[TH_MONO], out->bound[TH_MONO]);
-	if (c > out->coarse)
-		out->coarse = c;
+	uint64_t c = th_phi((uint64_t)s->mono, v->ceil[TH_MONO], v->bound[TH_MONO]);
+	if (c > v->coarse)
+		v->coarse = c;
 	w->kernel_records++;
-	return th_commit_force(w->tl, out);
+	return th_commit_force(w->tl, v);
+}
+
+uint64_t th_writer_kernel(struct th_writer *w, const struct th_snap *prev, const struct th_sample *s,
+			  uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out)
+{
+	th_plan_kernel(w->disc, prev, s, due_in_ns, guard_ns, out);
+	return th_writer_commit_kernel(w, s, out);
 }
 
 /*

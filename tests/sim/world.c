@@ -810,7 +810,11 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	reset_maxima();
 	for (int i = 0; i < cfg->cpus && i < SIM_MAX_CPUS; i++)
 		for (int j = 0; j < cfg->cpus && j < SIM_MAX_CPUS; j++) {
-			int64_t d = (int64_t)((double)(cfg->cpu_skew[i] - cfg->cpu_skew[j]) * 1e9 / cfg->ctr_hz);
+			/* The skew in ns at the line's slope: an undetected
+			 * skew bends the measured rate (0.8 % in record 16 of
+			 * `sim --scenario skew-small --seed 57321255271888`,
+			 * whose 2 us skew then read as 2017 ns); 2 % allowed. */
+			int64_t d = (int64_t)((double)(cfg->cpu_skew[i] - cfg->cpu_skew[j]) * 1.02e9 / cfg->ctr_hz);
 			if (d > W.skew_ns)
 				W.skew_ns = d + 1;
 		}

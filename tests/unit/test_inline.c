@@ -188,7 +188,31 @@ static void test_refusals(void)
 	g3 = ((ep + 1) << 48);
 	CHECK(read_rec(1, &g3, &ns) == 1, "a floor of a later epoch");
 	CHECK(read_rec(1, NULL, &ns) == 0, "REALTIME without the floor's address");
-	printf("  refusals: superseded, being written, kernel-mode records, G3: library\n");
+
+	/* G3 across a second: REALTIME 1 us before a second boundary at the
+	 * anchor; a reading 2 us later carries into the next second, which
+	 * a floor at the anchor's second does not cover. */
+	struct th_rec_val c2 = v;
+	int64_t at = (int64_t)c2.ns[TH_MONO] + c2.off_real;
+	c2.off_real += 999999000 - at % 1000000000LL;
+	c2.off_tai = c2.off_real + 37000000000LL;
+	c2.ddue = 8000000;
+	c2.dhi = 16000000;
+	th_commit_force(&tl, &c2);
+	th_snapshot(&tl, &s, &r);
+	int64_t d_late = (int64_t)(2000.0 * 4294967296.0 / (double)s.hi[TH_MONO]); /* 2 us */
+	int64_t r0 = (int64_t)th_line_eval(&s, TH_MONO, 10) + s.off_real;
+	int64_t r1 = (int64_t)th_line_eval(&s, TH_MONO, d_late) + s.off_real;
+	CHECK(r1 / 1000000000LL == r0 / 1000000000LL + 1, "the test line does not cross a second");
+	ep = s.epoch;
+	g3 = (ep << 48) | (uint64_t)(r0 / 1000000000LL);
+	fake_c = s.anchor + 10;
+	CHECK(read_rec(1, &g3, &ns) == 1 && ns == r0, "REALTIME at the floor's second, before the boundary");
+	fake_c = s.anchor + (uint64_t)d_late;
+	CHECK(read_rec(1, &g3, &ns) == 0, "a REALTIME reading carried past the floor's second was read inline");
+	g3 = (ep << 48) | (uint64_t)(r1 / 1000000000LL);
+	CHECK(read_rec(1, &g3, &ns) == 1 && ns == r1, "REALTIME carried into the floor's second");
+	printf("  refusals: superseded, being written, kernel-mode records, G3 (also across a second): library\n");
 }
 
 /* The process's word names the shared slot: the page's record is read, its

@@ -762,7 +762,8 @@ static void daemon_event(const struct sim_event *e)
 
 const char *const sim_writer_steps[] = {"lock", "sample", "observe", "plan", "transit", "write_gen0",
 					"write_fields", "write_gen", "commit", "coarse_block", "unlock", "announce", "join",
-					"share", "share_wait", "unshare", "unshare-line", "unshare-kernel", "unshare-look", "unshare-cover", NULL};
+					"share", "share_wait", "unshare", "unshare-line", "unshare-kernel", "unshare-look",
+					"unshare-cover", NULL};
 
 void sim_config_default(struct sim_config *cfg, uint64_t seed)
 {

@@ -268,6 +268,53 @@ static void test_coherence(void)
 	       boundaries, incoherent, pairs, kernel_incoherent, kpairs, 100.0 * (double)kernel_incoherent / (double)kpairs);
 }
 
+/* G3's floor follows every REALTIME reading: once a reading has returned
+ * second S, the floor (th__fast()->g3) holds at least S in the same epoch,
+ * also for a reading whose line carried into S from the record's second
+ * (the first readings after each second boundary). Library calls and the
+ * header's inline reads, over more than two boundaries. */
+static void test_g3_floor(void)
+{
+	const struct th__fast *f = th__fast();
+	CHECK(f && f->g3, "no G3 floor published");
+	if (!f || !f->g3)
+		return;
+	const uint64_t mask = ((uint64_t)1 << 48) - 1;
+	long reads = 0, below = 0, boundaries = 0;
+	int64_t last = -1;
+	int64_t end = raw_now_ns() + 2300 * MS;
+	while (raw_now_ns() < end) {
+		for (int i = 0; i < 1000; i++) {
+			struct timespec ts;
+			struct timeval tv;
+			int64_t sec;
+			/* a REALTIME step (a new epoch) resets the floor: skipped */
+			uint64_t w0 = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+			if (i % 3 == 0) {
+				(th_clock_gettime)(CLOCK_REALTIME, &ts);
+				sec = ts.tv_sec;
+			} else if (i % 3 == 1) {
+				th_clock_gettime(CLOCK_REALTIME, &ts);
+				sec = ts.tv_sec;
+			} else {
+				(th_gettimeofday)(&tv, NULL);
+				sec = tv.tv_sec;
+			}
+			uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+			reads++;
+			if ((w >> 48) == (w0 >> 48) && (int64_t)(w & mask) < sec)
+				below++;
+			if (last >= 0 && sec > last)
+				boundaries++;
+			last = sec;
+		}
+	}
+	CHECK(boundaries >= 2, "only %ld second boundaries crossed", boundaries);
+	CHECK(below == 0, "G3 floor below a returned REALTIME second %ld times of %ld", below, reads);
+	printf("  G3 floor: at or above the second of each of %ld REALTIME readings over %ld boundaries\n", reads,
+	       boundaries);
+}
+
 static void test_relaxed_per_thread(void)
 {
 	struct timespec t;
@@ -391,6 +438,7 @@ int main(void)
 	test_other_ids();
 	test_status();
 	test_coherence();
+	test_g3_floor();
 	test_relaxed_per_thread();
 	return check_done("test_api");
 }

@@ -294,10 +294,13 @@ TH_API int th_status(struct th_status *out, size_t size)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
 	else if (p->reason[0])
 		copy_str(st.reason, sizeof st.reason, p->reason);
-	else if (!line)
+	else if (!line && !th_disc_ready(&p->disc))
 		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
 	else if (p->page_reason[0])
-		copy_str(st.reason, sizeof st.reason, p->page_reason); /* local: why not shared */
+		copy_str(st.reason, sizeof st.reason, p->page_reason); /* local or kernel: why not shared */
+	else if (!line)
+		copy_str(st.reason, sizeof st.reason,
+			 "between lines: the kernel's clocks serve until a kernel sample narrow enough to start one");
 	atomic_store_explicit(&p->lock, 0, memory_order_release);
 counters:
 	if (p->cfg.warning[0]) {

@@ -655,40 +655,52 @@ static void leave_cover(struct th_proc *p, const struct th_rec_val *k1)
  * and the commit, when the commit is a kernel-mode record or the newer
  * record is not a line (README, Limits).
  */
+/* The page's word names another record than the snapshot `ps`'s. Acquire:
+ * as any load of the page's word. */
+static int page_moved(const struct th_timeline *pt, const struct th_snap *ps)
+{
+	return TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) != TH_CUR_ID(ps->cur);
+}
+
+/* The second look, after a commit of the leave. Seq_cst: orders the commit
+ * (a release store of the word the readers re-check) before the load of the
+ * page's word; pairs with the readers' acquire fence between their copy and
+ * their re-check (see leave_shared). */
+static int page_moved_since_commit(const struct th_timeline *pt, const struct th_snap *ps)
+{
+	atomic_thread_fence(memory_order_seq_cst);
+	TH_STEP("unshare-look");
+	return page_moved(pt, ps);
+}
+
 static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 {
+	enum { ROUNDS = 8 };
 	struct th_timeline *pt = th__page_tl();
 	struct th_snap ps, base;
-	int lines = 0, kernel = 0, have = 0;
+	int lines = 0, kernel = 0;
 	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
-	for (int round = 0; round < 8 && !kernel; round++) {
+	/* Each round starts from a fresh snapshot; one that finds the page
+	 * moved on before its commit starts again, except the last, which
+	 * commits anyway. A line copy cannot fail to commit before the first
+	 * one (nobody announces on the shared slot). */
+	for (int round = 0; round < ROUNDS; round++) {
+		int last = round == ROUNDS - 1;
 		unsigned r = 0;
-		have = th_snapshot_progress(pt, &ps, &r) == 0 && ps.kind != TH_REC_EMPTY;
+		int have = th_snapshot_progress(pt, &ps, &r) == 0 && ps.kind != TH_REC_EMPTY;
 		if (have)
 			leave_adopt(p, &ps);
 		TH_STEP("unshare");
-		/* Moved on since the snapshot (acquire: as any load of the
-		 * page's word): a newer record, maybe a line being read, that
-		 * this one could undercut; the last round commits anyway. */
-#define TH_PAGE_MOVED() \
-	(have && round < 7 && TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
 		struct th_rec_val v;
 		if (have && leave_line(p, &ps, &v)) {
 			uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-			if (TH_PAGE_MOVED())
+			if (!last && page_moved(pt, &ps))
 				continue;
 			TH_STEP("unshare-line");
 			if (th_commit(&p->tl, x, &v) != 0)
 				continue; /* an announcement: a reader found an earlier copy expired */
 			lines++;
-			/* Seq_cst: orders the commit (a release store of the
-			 * word the readers re-check) before the load of the
-			 * page's word below; pairs with the readers' acquire
-			 * fence between their copy and their re-check (see
-			 * above). */
-			atomic_thread_fence(memory_order_seq_cst);
-			TH_STEP("unshare-look");
-			if (TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) == TH_CUR_ID(ps.cur))
+			if (!page_moved_since_commit(pt, &ps))
 				break;
 			continue;
 		}
@@ -701,27 +713,14 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 			       : p->disc.line[TH_MONO].have		       ? p->tick_ns
 									       : p->disc.cfg.calib_ns;
 		th_plan_kernel(&p->disc, &base, &g, due, 0, &v);
-		if (TH_PAGE_MOVED())
+		if (have && !last && page_moved(pt, &ps))
 			continue;
-#undef TH_PAGE_MOVED
 		TH_STEP("unshare-kernel");
 		th_writer_commit_kernel(&p->wr, &g, &v);
 		kernel = 1;
-		/* Seq_cst: as after a line copy. */
-		atomic_thread_fence(memory_order_seq_cst);
-		TH_STEP("unshare-look");
-		if (have && TH_CUR_ID(atomic_load_explicit(&pt->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+		if (have && page_moved_since_commit(pt, &ps))
 			leave_cover(p, &v);
-	}
-	if (!lines && !kernel) {
-		/* Every round found the page moving: the newest snapshot's
-		 * ceilings. */
-		struct th_sample g;
-		struct th_rec_val v;
-		leave_base(p, &ps, have, &base);
-		quick_sample(p, &g);
-		th_writer_kernel(&p->wr, &base, &g, p->tick_ns, 0, &v);
-		kernel = 1;
+		break;
 	}
 	/* A local line now, as after any kernel-mode record. */
 	unsigned r = 0;

@@ -4,9 +4,11 @@
  *
  *   1. the kernel's clocksource and its alternatives;
  *   2. per clock id, the cost of the kernel's clock through the vDSO and as a
- *      raw system call (a vDSO that costs as much as the system call falls
- *      back to it: Xen, Hyper-V without the TSC page, an unstable pvclock),
- *      next to timehands' cost for the same read and the counter floor;
+ *      raw system call, and whether the vDSO falls back to the system call
+ *      (the CPU-time clocks always; every clock on Xen, Hyper-V without the
+ *      TSC page, an unstable pvclock), found under a seccomp filter in a
+ *      child, else from the costs; next to timehands' cost for the same read
+ *      and the counter floor;
  *   3. the counter: present, invariant, trusted by the policy, frequency;
  *   4. cross-CPU synchronisation: ping-pong between threads pinned to two
  *      CPUs bounds the counter offset between them, and shows any backward
@@ -21,6 +23,10 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <math.h>
 #include <pthread.h>
 #include <sched.h>
@@ -28,8 +34,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/times.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -278,6 +286,106 @@ struct row {
 static const char *kernel_path(const struct row *r)
 {
 	return r->fallback ? "syscall" : "vdso";
+}
+
+/* Which of the kernel's entry points make a system call, found without a
+ * clock: a child process installs a seccomp filter under which the clock
+ * system calls fail with a marker errno (everything else is allowed), calls
+ * each row's kernel entry point once and reports the rows whose call failed
+ * with the marker. The vDSO falls back to the system call for clock ids it
+ * does not serve (the CPU-time clocks) and for every id when the clocksource
+ * has no vDSO mode; a timing test cannot tell that apart from a preempted
+ * batch on a loaded machine. Returns 0 and fills fell[] (one byte a row), or
+ * -1 where the filter cannot be installed (no seccomp, an emulator): the
+ * caller then falls back to comparing costs. */
+#define PROBE_MARK ENOTRECOVERABLE
+#if defined(__x86_64__)
+#define PROBE_ARCH AUDIT_ARCH_X86_64
+#elif defined(__aarch64__)
+#define PROBE_ARCH AUDIT_ARCH_AARCH64
+#endif
+
+#ifdef PROBE_ARCH
+static int probe_filter(void)
+{
+#define PROBE_FAIL(nr) \
+	BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (nr), 0, 1), BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | PROBE_MARK)
+	struct sock_filter f[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PROBE_ARCH, 1, 0),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		PROBE_FAIL(__NR_clock_gettime),
+		PROBE_FAIL(__NR_gettimeofday),
+#ifdef __NR_time
+		PROBE_FAIL(__NR_time),
+#endif
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+#undef PROBE_FAIL
+	struct sock_fprog prog = {(unsigned short)(sizeof f / sizeof *f), f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		return -1;
+	/* The filter works: a raw system call fails with the marker. */
+	struct timespec ts;
+	errno = 0;
+	if (syscall(SYS_clock_gettime, CLOCK_MONOTONIC, &ts) == 0 || errno != PROBE_MARK)
+		return -1;
+	return 0;
+}
+#endif
+
+static int probe_kernel_paths(const struct row *rows, size_t n, unsigned char *fell)
+{
+#ifdef PROBE_ARCH
+	int fd[2];
+	if (n > 64 || pipe(fd) != 0)
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		unsigned char out[1 + 64] = {0};
+		close(fd[0]);
+		if (probe_filter() == 0) {
+			out[0] = 1;
+			for (size_t i = 0; i < n; i++) {
+				if (!rows[i].kernel)
+					continue;
+				errno = 0;
+				rows[i].kernel(rows[i].id, 1);
+				out[1 + i] = errno == PROBE_MARK;
+			}
+		}
+		ssize_t w = write(fd[1], out, 1 + n);
+		_exit(w == (ssize_t)(1 + n) ? 0 : 1);
+	}
+	close(fd[1]);
+	unsigned char in[1 + 64];
+	size_t got = 0;
+	while (got < 1 + n) {
+		ssize_t r = read(fd[0], in + got, 1 + n - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close(fd[0]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (got != 1 + n || !in[0] || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+		return -1;
+	memcpy(fell, in + 1, n);
+	return 0;
+#else
+	(void)rows, (void)n, (void)fell;
+	return -1;
+#endif
 }
 
 /* --------------------------------------------------------------- counter */
@@ -578,6 +686,8 @@ int th_cli_check(int argc, char **argv)
 		{"clock", CLOCK_PROCESS_CPUTIME_ID, 0, NULL, NULL, loop_sys, loop_thclock, NULL, 0, 0, 0, 0, 0},
 	};
 	const size_t nrows = sizeof rows / sizeof *rows;
+	unsigned char fell[sizeof rows / sizeof *rows];
+	int probed = probe_kernel_paths(rows, nrows, fell) == 0;
 	for (size_t i = 0; i < nrows; i++) {
 		struct row *r = &rows[i];
 		loop_fn f[4] = {r->kernel, r->sys, r->th, r->thalt};
@@ -588,9 +698,13 @@ int th_cli_check(int argc, char **argv)
 		r->sys_ns = out[1];
 		r->th_ns = out[2];
 		r->alt_ns = out[3];
-		/* A vDSO that falls back pays the system call and its own work;
-		 * one that reads the counter is several times cheaper. */
-		r->fallback = isnan(r->k_ns) || r->k_ns >= 0.5 * r->sys_ns;
+		/* Without the probe: a vDSO that falls back pays the system call
+		 * and its own work; one that reads the counter is several times
+		 * cheaper. */
+		if (probed)
+			r->fallback = fell[i];
+		else
+			r->fallback = isnan(r->k_ns) || r->k_ns >= 0.5 * r->sys_ns;
 	}
 	double floor_ord = NAN, floor_rel = NAN;
 #if TH_COUNTER_KIND
@@ -653,6 +767,7 @@ int th_cli_check(int argc, char **argv)
 	if (json || st.reason[0])
 		th_emit_str(&e, "reason", st.reason);
 
+	th_emit_str(&e, "kernel_path_probe", probed ? "seccomp" : "timing");
 	th_emit_group(&e, "cost");
 	for (size_t i = 0; i < nrows; i++) {
 		const struct row *r = &rows[i];

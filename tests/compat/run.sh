@@ -291,7 +291,9 @@ for k in ("clocksource", "cost", "counter", "cpu_sync", "coherence", "verdict"):
 assert d["coherence"]["timehands_incoherent"] == 0
 for c in ("CLOCK_MONOTONIC", "CLOCK_REALTIME", "time", "gettimeofday", "CLOCK_PROCESS_CPUTIME_ID"):
     assert d["cost"][c]["timehands"] > 0, c
-assert d["cost"]["CLOCK_PROCESS_CPUTIME_ID"]["kernel_path"] == "syscall"
+assert d["kernel_path_probe"] == "seccomp", d["kernel_path_probe"]
+for c in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID"):
+    assert d["cost"][c]["kernel_path"] == "syscall", c
 ' "$TMP/check.json" || fail "check --json content"
 	fi
 	"$TH_CLI" check | grep -q '^verdict: ' || fail "check has no verdict"

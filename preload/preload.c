@@ -274,14 +274,13 @@ static time_t (*_Atomic preload_ktime)(time_t *);
  * here: the kernel's own time() is a single load. The kernel's second comes
  * from its data page where the library found it there (th__time_kdata).
  */
-TH_EXPORT time_t time(time_t *t)
+/* The kernel's second through its time() where the data page cannot be
+ * read; out of line, so that the fast path below makes no call and needs no
+ * callee-saved register. */
+static __attribute__((noinline)) time_t time_call(time_t *t)
 {
-	COUNT(TIME);
 	time_t (*kt)(time_t *) = atomic_load_explicit(&preload_ktime, memory_order_relaxed);
-	if (TH_LIKELY(kt != NULL)) {
-		time_t r;
-		if (TH_LIKELY(th__time_kdata(t, &r)))
-			return r;
+	if (kt != NULL) {
 		time_t tk = kt(NULL);
 		/* Relaxed, as in th_time(): the floor is one word, raised at
 		 * most once per second. */
@@ -293,6 +292,16 @@ TH_EXPORT time_t time(time_t *t)
 		}
 	}
 	return time_other(t);
+}
+
+TH_EXPORT time_t time(time_t *t)
+{
+	COUNT(TIME);
+	time_t r;
+	if (TH_LIKELY(atomic_load_explicit(&preload_ktime, memory_order_relaxed) != NULL) &&
+	    TH_LIKELY(th__time_kdata(t, &r)))
+		return r;
+	return time_call(t);
 }
 
 /* ------------------------------------------------- timespec_get, _getres */

@@ -156,6 +156,25 @@ static __attribute__((noinline)) time_t time_slow(time_t *t, time_t tk, int have
 	return ts.tv_sec;
 }
 
+/* th_time() where the kernel's data page cannot be read: the kernel's
+ * time(). Out of line, so that th_time()'s fast path makes no call and needs
+ * no callee-saved register. */
+static __attribute__((noinline)) time_t time_call(time_t *t)
+{
+	time_t (*kt)(time_t *) = th_hw_ktime_fn();
+	if (TH_LIKELY(kt != NULL)) {
+		time_t tk = kt(NULL);
+		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
+			if (t)
+				*t = tk;
+			return tk;
+		}
+		return time_slow(t, tk, 1);
+	}
+	return time_slow(t, 0, 0);
+}
+
 /*
  * time(): the kernel's cached second (one vDSO load) when it equals the
  * largest second a fine REALTIME read has returned; otherwise, about once per
@@ -172,18 +191,7 @@ TH_API time_t th_time(time_t *t)
 	time_t r;
 	if (TH_LIKELY(th__time_kdata(t, &r)))
 		return r;
-	time_t (*kt)(time_t *) = th_hw_ktime_fn();
-	if (TH_LIKELY(kt != NULL)) {
-		time_t tk = kt(NULL);
-		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
-			if (t)
-				*t = tk;
-			return tk;
-		}
-		return time_slow(t, tk, 1);
-	}
-	return time_slow(t, 0, 0);
+	return time_call(t);
 }
 
 TH_API clock_t th_times(struct tms *buf)

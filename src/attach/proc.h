@@ -356,35 +356,40 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct t
 	/* Acquire: the fields are loaded after the count. Pairs with the
 	 * writer's release store of the even count (publish_coarse). */
 	uint32_t s = atomic_load_explicit(&b->seq, memory_order_acquire);
-	/* Each value is folded into `bad` as soon as it is loaded, and the
-	 * reading goes into the caller's buffer at once (the slow path
-	 * overwrites it if the copy turns out inconsistent). bad: not the
-	 * values of the record `cur` names, stale (a tick since the block's,
-	 * or no coarse values: tick 0), or below a coarse value already
-	 * returned. */
-	int bad = atomic_load_explicit(&b->rseq, memory_order_relaxed) != TH_CUR_SEQ(cur);
-	bad |= fresh - atomic_load_explicit(&b->tick, memory_order_relaxed) >= fresh_ns;
-	bad |= atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
-	       atomic_load_explicit(&b->coarse, memory_order_relaxed);
+	/* Each value is compared as soon as it is loaded (few live registers:
+	 * the read needs no callee-saved one), and the reading goes into the
+	 * caller's buffer at once (the slow path overwrites it if the copy
+	 * turns out inconsistent). To the slow path when the block does not
+	 * hold the values of the record `cur` names, is stale (a tick since
+	 * the block's, or no coarse values: tick 0), or is below a coarse
+	 * value already returned. */
+	if (TH_UNLIKELY(atomic_load_explicit(&b->rseq, memory_order_relaxed) != TH_CUR_SEQ(cur)))
+		goto slow;
+	if (TH_UNLIKELY(fresh - atomic_load_explicit(&b->tick, memory_order_relaxed) >= fresh_ns))
+		goto slow;
+	if (TH_UNLIKELY(atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
+			atomic_load_explicit(&b->coarse, memory_order_relaxed)))
+		goto slow;
 	int64_t sec = atomic_load_explicit(&b->sec[ci], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ci], memory_order_relaxed);
 	/* REALTIME: the G3 floor (the largest second a fine REALTIME reading
 	 * returned) above this second is left to th__coarse_real_slow, which
 	 * knows the floor's epoch. */
-	if (ci)
-		bad |= (int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec;
+	if (ci && TH_UNLIKELY((int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec))
+		goto slow;
 	/* Orders the copies before the re-load of the count; pairs with the
 	 * writer's release fence after it made the count odd. */
 	atomic_thread_fence(memory_order_acquire);
 	/* The page: the local word `lc` that named it still does (as in
 	 * th__read_tl_v). */
-	if (shared)
-		bad |= TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc);
+	if (shared && TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
+		goto slow;
 	/* odd (being written) or changed: one compare, as in kdata.h */
-	if (TH_UNLIKELY(bad | (atomic_load_explicit(&b->seq, memory_order_relaxed) != (s & ~1u))))
-		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
-	return 0;
+	if (TH_LIKELY(atomic_load_explicit(&b->seq, memory_order_relaxed) == (s & ~1u)))
+		return 0;
+slow:
+	return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
 }
 
 static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint64_t cur,

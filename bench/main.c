@@ -942,6 +942,19 @@ static void evaluate_targets(void)
 			if ((r = find("percall", coarse[k], th[i], 0)))
 				target(coarse[k], th[i], r->ratio_vdso, 1.0, "x");
 	}
+	/* Full guarantees through the preload, never slower than the libc
+	 * call: the fine clocks, and the coarse ones, time() and
+	 * timespec_get() as well. */
+	static const char *const preload_full[] = {"clock_gettime(CLOCK_MONOTONIC_COARSE)",
+						   "clock_gettime(CLOCK_REALTIME_COARSE)", "time",
+						   "timespec_get(TIME_UTC)"};
+	for (size_t k = 0; k < sizeof preload_full / sizeof *preload_full; k++) {
+		const struct bench_row *r = find("percall", preload_full[k], "timehands-preload", 0);
+		if (r) {
+			snprintf(w, sizeof w, "%s vs the libc call", preload_full[k]);
+			target(w, "timehands-preload", r->ratio_vdso, 1.0, "x");
+		}
+	}
 	for (int k = 0; k < 3; k++) {
 		const struct bench_row *r = find("percall", fine[k], "timehands-preload", 0);
 		if (r) {

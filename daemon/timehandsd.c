@@ -817,7 +817,7 @@ static void init_discipline(void)
 		dc.nominal_rate = 1e9 / D.trust.nominal_hz;
 	th_disc_init(&D.disc, &dc);
 	D.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, D.disc.cfg.max_sample_err_ns};
-	D.wr = (struct th_writer){D.tl, &D.disc, &D.sp, D.tick_ns, 0, 0};
+	D.wr = (struct th_writer){.tl = D.tl, .disc = &D.disc, .sp = &D.sp, .tick_ns = D.tick_ns};
 }
 
 /* Fork into the background; the parent exits once the child serves the page
@@ -981,8 +981,11 @@ static void shutdown_page(void)
 		logmsg(LOG_DEBUG, "cannot remove %s: %s", D.page_path, strerror(errno));
 	if (D.pidfile)
 		unlink(D.pidfile);
-	logmsg(LOG_INFO, "stopped: %llu windups, %llu installs, %llu late, %llu kernel records, %llu clients",
-	       (unsigned long long)D.windups, (unsigned long long)D.wr.installs, (unsigned long long)D.late,
+	logmsg(LOG_INFO,
+	       "stopped: %llu windups, %llu installs (attempts failed: %llu stalled, %llu wide, %llu raced), %llu late, "
+	       "%llu kernel records, %llu clients",
+	       (unsigned long long)D.windups, (unsigned long long)D.wr.installs, (unsigned long long)D.wr.inst_stalled,
+	       (unsigned long long)D.wr.inst_wide, (unsigned long long)D.wr.inst_raced, (unsigned long long)D.late,
 	       (unsigned long long)D.wr.kernel_records, (unsigned long long)D.clients);
 }
 

@@ -831,7 +831,7 @@ static void reset_writer(struct th_proc *p)
 	th_disc_init(&p->disc, &dc);
 	p->counter_usable = p->trust.usable;
 	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
-	p->wr = (struct th_writer){&p->tl, &p->disc, &p->sp, p->tick_ns, 0, 0};
+	p->wr = (struct th_writer){.tl = &p->tl, .disc = &p->disc, .sp = &p->sp, .tick_ns = p->tick_ns};
 	memset(p->jumps, 0, sizeof p->jumps);
 	p->distrust_until = 0;
 	p->distrust_ns = 0;

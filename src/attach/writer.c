@@ -67,6 +67,13 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		base = *prev;
 	w->installs++;
 	double max_w = 2 * w->disc->cfg.max_sample_err_ns;
+	/* The guard: how far above the kernel at the first sample a TRANSIT
+	 * reader may go without announcing, and so how far ahead the line may
+	 * start. The TRANSIT commit and the two kernel reads after it must fit
+	 * in it; where they did not (a slow machine: sanitizers, a loaded
+	 * host; or a preemption), the next attempt doubles it, up to twice the
+	 * configured one (half of G1's microsecond). */
+	uint64_t gns = w->disc->cfg.guard_ns;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
 		th_quick_sample(w->sp, &g);
@@ -83,12 +90,17 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 			return -1;
 		}
 		TH_STEP("transit");
-		uint64_t tw = th_writer_kernel(w, have ? &base : NULL, &g, w->tick_ns, w->disc->cfg.guard_ns, &v);
+		uint64_t tw = th_writer_kernel(w, have ? &base : NULL, &g, w->tick_ns, gns, &v);
 		th_val_to_snap(&v, tw, &base);
 		have = 1;
 		int64_t am = w->sp->kread(w->sp->ctx, CLOCK_MONOTONIC), ar = w->sp->kread(w->sp->ctx, CLOCK_MONOTONIC_RAW);
-		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW])
-			continue; /* stalled since k_g */
+		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW]) {
+			/* stalled since k_g */
+			w->inst_stalled++;
+			if (gns < 2 * w->disc->cfg.guard_ns)
+				gns *= 2;
+			continue;
+		}
 		/* Acquire: the sample below comes after this load; a TRANSIT
 		 * reader that announces after it makes the commit fail, one that
 		 * announced before it read the kernel before our sample. */
@@ -97,12 +109,15 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		th_take_sample(w->sp, &s, 1, 0);
 		s.tick = g.tick;
 		if ((double)s.width * w->disc->line[TH_MONO].rate > max_w ||
-		    (double)s.width_raw * w->disc->line[TH_RAW].rate > max_w)
+		    (double)s.width_raw * w->disc->line[TH_RAW].rate > max_w) {
+			w->inst_wide++;
 			continue; /* preempted inside the sandwich */
+		}
 		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
 		th_plan_fresh(w->disc, &s, guard, &v);
 		if (th_commit(w->tl, x, &v) == 0)
 			return 0;
+		w->inst_raced++;
 	}
 	struct th_sample g;
 	struct th_rec_val k;

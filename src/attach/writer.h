@@ -18,6 +18,10 @@ struct th_writer {
 	struct th_sampler *sp;
 	uint64_t tick_ns;
 	uint64_t kernel_records, installs; /* counters for status and logs */
+	/* install attempts that failed: the kernel passed the guard before
+	 * the TRANSIT record was seen (stalled or a slow machine), a sample
+	 * too wide, the commit lost to an announcement */
+	uint64_t inst_stalled, inst_wide, inst_raced;
 };
 
 /* The fields of a written record a later transition needs, as a snapshot. */

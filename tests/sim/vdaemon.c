@@ -83,7 +83,7 @@ int vd_init(uint64_t tick_ns, double nominal_hz, int adopt)
 		th_page_init(th__page_area.bytes, &id);
 	}
 	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
-	V.wr = (struct th_writer){th__page_tl(), &V.disc, &V.sp, tick_ns, 0, 0};
+	V.wr = (struct th_writer){.tl = th__page_tl(), .disc = &V.disc, .sp = &V.sp, .tick_ns = tick_ns};
 	return rc;
 }
 

@@ -265,15 +265,6 @@ static __attribute__((noinline)) time_t time_other(time_t *t)
  */
 static time_t (*_Atomic preload_ktime)(time_t *);
 
-/*
- * th_time()'s fast path, inlined here (the header's th__time_inline() does
- * the same for programs): the kernel's cached second when it equals the G3
- * floor, the largest second a fine REALTIME read of this process returned;
- * anything else (another second, before the constructor, a mode) goes to
- * th_time(), which decides with a fine read. Each instruction saved counts
- * here: the kernel's own time() is a single load. The kernel's second comes
- * from its data page where the library found it there (th__time_kdata).
- */
 /* The kernel's second through its time() where the data page cannot be
  * read; out of line, so that the fast path below makes no call and needs no
  * callee-saved register. */
@@ -294,6 +285,15 @@ static __attribute__((noinline)) time_t time_call(time_t *t)
 	return time_other(t);
 }
 
+/*
+ * th_time()'s fast path, inlined here (the header's th__time_inline() does
+ * the same for programs): the kernel's cached second when it equals the G3
+ * floor, the largest second a fine REALTIME read of this process returned;
+ * anything else (another second, before the constructor, a mode) goes to
+ * th_time(), which decides with a fine read. Each instruction saved counts
+ * here: the kernel's own time() is a single load. The kernel's second comes
+ * from its data page where the library found it there (th__time_kdata).
+ */
 TH_EXPORT time_t time(time_t *t)
 {
 	COUNT(TIME);

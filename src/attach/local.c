@@ -447,18 +447,24 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	unsigned r = 0;
 	int have = th_snapshot(&p->tl, &base, &r) == 0;
 	struct th_sample g;
+	/* The guard, doubled (up to twice the configured one) after an
+	 * attempt that the kernel outran, as in th_writer_install. */
+	uint64_t gns = p->disc.cfg.guard_ns;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		quick_sample(p, &g);
 		struct th_rec_val t;
-		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, p->disc.cfg.guard_ns, &t);
+		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, gns, &t);
 		TH_STEP("transit");
 		uint64_t tw = th_commit_force(&p->tl, &t);
 		p->wr.kernel_records++;
 		th_val_to_snap(&t, tw, &base);
 		have = 1;
 		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
-		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW])
+		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW]) {
+			if (gns < 2 * p->disc.cfg.guard_ns)
+				gns *= 2;
 			continue; /* stalled since the guard was read */
+		}
 		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		int64_t gm = (int64_t)t.guard[TH_MONO];
 		set_floor(p, TH_CK_MONO, gm);

@@ -413,6 +413,12 @@ int main(int argc, char **argv)
 		kill(d, SIGCONT);
 		if (long_stop && wait_mode(TH_MODE_SHARED, 5000))
 			back_shared++;
+		else if (long_stop) {
+			char why_not[200];
+			int m = mode_now(why_not, sizeof why_not);
+			fprintf(stderr, "long stop %d: not back in shared mode 5 s after SIGCONT: mode %d (%s)\n", i, m,
+				why_not);
+		}
 	}
 	int longs = reconnect ? 4 : 1;
 	CHECK(left >= longs - 1 && left >= 1, "left shared mode only %d times in %d long stops", left, longs);

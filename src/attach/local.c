@@ -447,8 +447,8 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	unsigned r = 0;
 	int have = th_snapshot(&p->tl, &base, &r) == 0;
 	struct th_sample g;
-	/* The guard, doubled (up to twice the configured one) after an
-	 * attempt that the kernel outran, as in th_writer_install. */
+	/* The guard, widened after an attempt the kernel outran (as in
+	 * th_writer_install). */
 	uint64_t gns = p->disc.cfg.guard_ns;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		quick_sample(p, &g);
@@ -461,8 +461,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		have = 1;
 		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
 		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW]) {
-			if (gns < 2 * p->disc.cfg.guard_ns)
-				gns *= 2;
+			gns = th_guard_widen(&p->disc, gns);
 			continue; /* stalled since the guard was read */
 		}
 		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);

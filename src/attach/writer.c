@@ -70,9 +70,7 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 	/* The guard: how far above the kernel at the first sample a TRANSIT
 	 * reader may go without announcing, and so how far ahead the line may
 	 * start. The TRANSIT commit and the two kernel reads after it must fit
-	 * in it; where they did not (a slow machine: sanitizers, a loaded
-	 * host; or a preemption), the next attempt doubles it, up to twice the
-	 * configured one (half of G1's microsecond). */
+	 * in it; th_guard_widen after an attempt where they did not. */
 	uint64_t gns = w->disc->cfg.guard_ns;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
@@ -97,8 +95,7 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW]) {
 			/* stalled since k_g */
 			w->inst_stalled++;
-			if (gns < 2 * w->disc->cfg.guard_ns)
-				gns *= 2;
+			gns = th_guard_widen(w->disc, gns);
 			continue;
 		}
 		/* Acquire: the sample below comes after this load; a TRANSIT

@@ -24,6 +24,16 @@ struct th_writer {
 	uint64_t inst_stalled, inst_wide, inst_raced;
 };
 
+/* The TRANSIT guard for the next attempt after one that the kernel outran
+ * (the commit and the kernel reads after it took longer than the guard: a
+ * slow machine, sanitizers, a loaded host, or a preemption): doubled, up to
+ * twice the configured one (half of G1's microsecond). Used by every writer
+ * that starts a line behind a TRANSIT record. */
+static inline uint64_t th_guard_widen(const struct th_disc *d, uint64_t gns)
+{
+	return gns < 2 * d->cfg.guard_ns ? 2 * gns : gns;
+}
+
 /* The fields of a written record a later transition needs, as a snapshot. */
 void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *out);
 

@@ -655,10 +655,14 @@ static void leave_cover(struct th_proc *p, const struct th_rec_val *k1)
  * re-checked before the commit was visible copied its record before that
  * load (copy, acquire fence, re-check; the re-check read the word before our
  * store, which precedes our fence and load): the second look sees that
- * record or a newer one, and a newer valid line is continued in turn. Not
- * covered: a daemon commit in the few instructions between the comparison
- * and the commit, when the commit is a kernel-mode record or the newer
- * record is not a line (README, Limits).
+ * record or a newer one, and a newer valid line is continued in turn, a
+ * newer record of another kind covered (leave_cover). The kernel-mode
+ * record's coarse value is the snapshot's: its coarse reads take a fine
+ * reading (TH_RECF_COARSE_FINE), at least the kernel at the read, above the
+ * page's coarse values of before the commit. Not covered: a daemon line
+ * committed between the comparison and a kernel-mode commit (a preempted
+ * leaver) may be read up to its lead over the kernel above what readers of
+ * the kernel-mode record get until the cover (README, Limits).
  */
 /* The page's word names another record than the snapshot `ps`'s. Acquire:
  * as any load of the page's word. */
@@ -718,6 +722,11 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 			       : p->disc.line[TH_MONO].have		       ? p->tick_ns
 									       : p->disc.cfg.calib_ns;
 		th_plan_kernel(&p->disc, &base, &g, due, 0, &v);
+		/* Its coarse value is the snapshot's, and the page may have
+		 * moved on before the commit (a leaver stalled here): coarse
+		 * readers of this record take a fine reading instead, which is
+		 * at least the kernel now (th__coarse_slow). */
+		v.flags = TH_RECF_COARSE_FINE;
 		if (have && !last && page_moved(pt, &ps))
 			continue;
 		TH_STEP("unshare-kernel");
@@ -1362,6 +1371,8 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		if (th_snapshot_progress(&p->tl, &s, &retries) != 0)
 			break;
 		*epoch = s.epoch;
+		if (s.kind != TH_REC_LINE && (s.flags & TH_RECF_COARSE_FINE))
+			break; /* a fine reading, below (leave_shared) */
 		if (s.kind != TH_REC_LINE) {
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */

@@ -11,6 +11,7 @@ void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *ou
 	out->coarse = v->coarse;
 	out->tick = v->tick;
 	out->due_ns = v->due_ns;
+	out->flags = v->flags;
 	for (int l = 0; l < TH_NLINES; l++) {
 		out->ceil[l] = v->ceil[l];
 		out->guard[l] = v->guard[l];

@@ -56,6 +56,15 @@ enum th_rec_kind {
 	TH_REC_TRANSIT = 3  /* kernel clock while a writer installs a line: see guard */
 };
 
+/* Record flags (th_rec.flags). A daemon's page never carries one: they are
+ * for a process's own timeline. */
+enum {
+	/* A kernel-mode record whose coarse value may be older than coarse
+	 * values already served (a leave of shared mode: see leave_shared):
+	 * coarse reads of it take a fine reading and raise the coarse floor. */
+	TH_RECF_COARSE_FINE = 1
+};
+
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
 
 /*
@@ -108,7 +117,7 @@ struct th_rec {
 	_Atomic uint64_t guard[TH_NLINES]; /* TRANSIT: values above must be announced */
 	struct th_ts coarse_at[2]; /* coarse as MONOTONIC and REALTIME (sec, nsec) */
 	_Atomic uint32_t bound[TH_NLINES]; /* how far the line may be from the kernel, ns */
-	_Atomic uint64_t spare1;
+	_Atomic uint64_t flags;    /* TH_RECF_*; 0 in every record a daemon publishes */
 };
 
 _Static_assert(sizeof(struct th_ts) == 16, "record layout is ABI");
@@ -132,6 +141,7 @@ struct th_snap {
 	uint64_t ceil[TH_NLINES], guard[TH_NLINES];
 	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
+	uint64_t flags;
 	uint64_t cur; /* the timeline word the record was found through */
 };
 
@@ -270,6 +280,7 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 			s->bound[l] = atomic_load_explicit(&r->bound[l], memory_order_relaxed);
 		}
 		s->due_ns = atomic_load_explicit(&r->due_ns, memory_order_relaxed);
+		s->flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
 		/* Orders the field loads above before the gen re-load below;
 		 * pairs with the release fence in th_commit after gen = 0. */
 		atomic_thread_fence(memory_order_acquire);
@@ -350,6 +361,7 @@ struct th_rec_val {
 	uint64_t ceil[TH_NLINES], guard[TH_NLINES];
 	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
+	uint64_t flags;
 };
 
 void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);

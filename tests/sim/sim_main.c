@@ -230,14 +230,31 @@ static void sc_shared_stop(struct sim_config *c)
  * late. Seed 15 (`unshare`, 30 ms) is the run that found the leave's window
  * between its snapshot of the page and its commit (G2 REALTIME_COARSE back
  * 19 ns before the fix). The stall between the last check of the page and
- * the commit of a kernel-mode record (`unshare-kernel`) is a known gap
- * (README, Limits) and not among these steps. */
+ * the commit of a kernel-mode record (`unshare-kernel`) has its own scenario,
+ * leave-kernel-stall. */
 static void sc_leave_stall(struct sim_config *c)
 {
 	static const char *const steps[] = {"unshare", "unshare-line", "unshare-look", "unshare-cover"};
 	sc_shared_stop(c);
 	uint64_t k = c->seed + 1;
 	sim_add_stall(c, 1, steps[(k >> 2) % 4], 0, (k & 2) ? 2 * MS : 30 * MS);
+}
+
+/* shared-stop with each thread, at its first leave, stalled for 2 ms
+ * between its last check of the page and the commit of a kernel-mode record,
+ * while the daemon goes on, and then for 1 ms after the commit, before or
+ * after the second look at the page: readers of that record (its coarse
+ * value is the older snapshot's) must not go below coarse values served
+ * from the page's newer records (seed 9 of `shared-stop --stall
+ * 2:unshare-kernel:0:2000000`: MONOTONIC_COARSE back 53 us before the
+ * record's coarse reads took a fine reading). */
+static void sc_leave_kernel_stall(struct sim_config *c)
+{
+	sc_shared_stop(c);
+	for (int th = 0; th < 3; th++) {
+		sim_add_stall(c, th, "unshare-kernel", 0, 2 * MS);
+		sim_add_stall(c, th, (c->seed + (uint64_t)th) % 2 ? "unshare-cover" : "unshare-look", 0, MS);
+	}
 }
 
 static void sc_shared_kill(struct sim_config *c)
@@ -314,6 +331,7 @@ static const struct scenario scenarios[] = {
 	{"shared", sc_shared},
 	{"shared-stop", sc_shared_stop},
 	{"leave-stall", sc_leave_stall},
+	{"leave-kernel-stall", sc_leave_kernel_stall},
 	{"shared-kill", sc_shared_kill},
 	{"shared-events", sc_shared_events},
 	{"shared-adopt", sc_shared_adopt},

@@ -11,7 +11,9 @@
  * --scenario also takes "stall" (writer stalls) and "death" (a thread that
  * never resumes, at every writer step). --stall T:STEP:N:NS stops thread T
  * (-1: any) at its Nth pass through STEP (0: every pass) for NS ns of virtual
- * time ("forever": it never resumes), in every scenario run.
+ * time ("forever": it never resumes), in every scenario run; other threads
+ * run meanwhile. --slow T:STEP:N:NS makes thread T itself take NS ns there
+ * (slow code: no other thread runs).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -240,7 +242,7 @@ static void sc_leave_stall(struct sim_config *c)
 	sim_add_stall(c, 1, steps[(k >> 2) % 4], 0, (k & 2) ? 2 * MS : 30 * MS);
 }
 
-/* shared-stop with each thread, at its first leave, stalled for 2 ms
+/* shared-stop with each thread, at each of its leaves, stalled for 2 ms
  * between its last check of the page and the commit of a kernel-mode record,
  * while the daemon goes on, and then for 1 ms after the commit, before or
  * after the second look at the page: readers of that record (its coarse
@@ -255,6 +257,29 @@ static void sc_leave_kernel_stall(struct sim_config *c)
 		sim_add_stall(c, th, "unshare-kernel", 0, 2 * MS);
 		sim_add_stall(c, th, (c->seed + (uint64_t)th) % 2 ? "unshare-cover" : "unshare-look", 0, MS);
 	}
+}
+
+/* A writer slower than the TRANSIT guard: every thread, at every TRANSIT
+ * commit (a line install, a switch to the page), takes 400 ns (running, not
+ * preempted) between its guard's kernel reading and the commit, more than
+ * the configured 250 ns guard and less than twice it (a slow machine,
+ * sanitizers on a loaded host). The writer must widen its guard and still
+ * start lines: most reads must be served by a counter line (need_lines). */
+static void sc_slow_transit(struct sim_config *c)
+{
+	sim_add_slow(c, -1, "transit", 0, 400);
+	c->need_lines = 1;
+}
+
+/* The same with the daemon, slowed the same way. Correctness only: joining
+ * the page is not asserted, as the switch to it (switch_to_shared) fails in
+ * some of these runs (every attempt's compare-and-swap loses to readers of
+ * its TRANSIT record that passed the guard while it waited for the page to
+ * pass the floors; README, Limits). */
+static void sc_slow_transit_shared(struct sim_config *c)
+{
+	sc_slow_transit(c);
+	c->daemon = 1;
 }
 
 static void sc_shared_kill(struct sim_config *c)
@@ -332,6 +357,8 @@ static const struct scenario scenarios[] = {
 	{"shared-stop", sc_shared_stop},
 	{"leave-stall", sc_leave_stall},
 	{"leave-kernel-stall", sc_leave_kernel_stall},
+	{"slow-transit", sc_slow_transit},
+	{"slow-transit-shared", sc_slow_transit_shared},
 	{"shared-kill", sc_shared_kill},
 	{"shared-events", sc_shared_events},
 	{"shared-adopt", sc_shared_adopt},
@@ -420,15 +447,20 @@ static int death_sweep(uint64_t seed, int verbose, const char *step, int occ_onl
 static struct sim_stall extra_stalls[8];
 static int nextra;
 
-static int parse_stall(char *arg)
+static int parse_stall(char *arg, int busy)
 {
 	/* THREAD:STEP:OCCURRENCE:NS, NS "forever" for a death */
 	char *save = NULL, *th = strtok_r(arg, ":", &save), *step = strtok_r(NULL, ":", &save);
 	char *occ = strtok_r(NULL, ":", &save), *ns = strtok_r(NULL, ":", &save);
-	if (!th || !step || !occ || !ns || nextra >= 8)
+	if (!th || !step || !occ || !ns || nextra >= 8 || (busy && !strcmp(ns, "forever")))
 		return -1;
-	extra_stalls[nextra++] = (struct sim_stall){atoi(th), strdup(step), atoi(occ),
-						    strcmp(ns, "forever") ? strtoll(ns, NULL, 0) : SIM_FOREVER, 0, 0};
+	extra_stalls[nextra++] = (struct sim_stall){
+		.thread = atoi(th),
+		.step = strdup(step),
+		.occurrence = atoi(occ),
+		.duration = strcmp(ns, "forever") ? strtoll(ns, NULL, 0) : SIM_FOREVER,
+		.busy = busy,
+	};
 	return 0;
 }
 
@@ -462,8 +494,9 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 				printf(" --stall %d:%s:%d:forever", extra_stalls[i].thread, extra_stalls[i].step,
 				       extra_stalls[i].occurrence);
 			else
-				printf(" --stall %d:%s:%d:%lld", extra_stalls[i].thread, extra_stalls[i].step,
-				       extra_stalls[i].occurrence, (long long)extra_stalls[i].duration);
+				printf(" --%s %d:%s:%d:%lld", extra_stalls[i].busy ? "slow" : "stall",
+				       extra_stalls[i].thread, extra_stalls[i].step, extra_stalls[i].occurrence,
+				       (long long)extra_stalls[i].duration);
 		}
 		printf(" (SIM_TRACE=1 for a trace)\n");
 	}
@@ -520,12 +553,15 @@ int main(int argc, char **argv)
 			verbose = 1;
 		else if (!strcmp(argv[i], "--random"))
 			random_seed = 1;
-		else if (!strcmp(argv[i], "--stall") && i + 1 < argc && parse_stall(argv[i + 1]) == 0)
+		else if (!strcmp(argv[i], "--stall") && i + 1 < argc && parse_stall(argv[i + 1], 0) == 0)
+			i++;
+		else if (!strcmp(argv[i], "--slow") && i + 1 < argc && parse_stall(argv[i + 1], 1) == 0)
 			i++;
 		else {
 			fprintf(stderr,
 				"usage: %s [--seed N] [--seeds K] [--scenario NAME|stall|death] [--step STEP] "
-				"[--occurrence N] [--stall THREAD:STEP:OCCURRENCE:NS|forever] [--seconds S] [--random] "
+				"[--occurrence N] [--stall THREAD:STEP:OCCURRENCE:NS|forever] [--slow THREAD:STEP:OCCURRENCE:NS] "
+				"[--seconds S] [--random] "
 				"[--verbose]\n",
 				argv[0]);
 			return 2;

@@ -218,7 +218,9 @@ static void maybe_switch(const char *step)
 		s->hits++;
 		if (s->occurrence == 0 || s->hits == s->occurrence) {
 			s->fired++;
-			if (s->duration == SIM_FOREVER) {
+			if (s->busy) {
+				advance(s->duration);
+			} else if (s->duration == SIM_FOREVER) {
 				/* the thread dies here, whatever it holds */
 				if (trace)
 					printf("  T=%lld th%d dies at step %s\n", (long long)W.T, cur, step);
@@ -787,7 +789,13 @@ void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, in
 void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
 {
 	if (cfg->nstalls < 8)
-		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 0, 0};
+		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 0, 0, 0};
+}
+
+void sim_add_slow(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
+{
+	if (cfg->nstalls < 8)
+		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 1, 0, 0};
 }
 
 void sim_run(const struct sim_config *cfg, struct sim_result *res)
@@ -883,6 +891,15 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	if (cfg->expect_distrust && !O.detect_T)
 		violation(&res->g1, "CPU counters skewed by up to %lld ns: the library never gave the counter up",
 			  (long long)W.skew_ns);
+	if (cfg->need_lines && res->slow_reads * 2 > res->reads) {
+		fprintf(stderr,
+			"sim: %llu of %llu reads took the slow path: the process did not run on a counter line "
+			"(line installs %llu: stalled %llu, wide %llu, raced %llu)\n",
+			(unsigned long long)res->slow_reads, (unsigned long long)res->reads,
+			(unsigned long long)th__P.wr.installs, (unsigned long long)th__P.wr.inst_stalled,
+			(unsigned long long)th__P.wr.inst_wide, (unsigned long long)th__P.wr.inst_raced);
+		res->violations++;
+	}
 	if (res->joins < (uint64_t)cfg->min_joins) {
 		fprintf(stderr, "sim: the process switched to the page %llu times, fewer than %d\n",
 			(unsigned long long)res->joins, cfg->min_joins);

@@ -42,6 +42,7 @@ struct sim_stall {
 	const char *step;    /* TH_STEP name, or "kread"/"ctr" */
 	int occurrence;      /* which hit of that step (1-based); 0: every hit */
 	int64_t duration;    /* ns, or SIM_FOREVER */
+	int busy;            /* the thread keeps running, that much slower (no switch) */
 	int hits;
 	int fired;
 };
@@ -73,6 +74,7 @@ struct sim_config {
 	int coarse_only;         /* readers call only coarse clocks and time() (G5: they must
 				    see them advance, with nothing else refreshing the records) */
 	int min_joins;           /* the process must switch to the page at least this often */
+	int need_lines;          /* most reads must be served by a counter line (not kernel records) */
 };
 
 struct sim_result {
@@ -92,6 +94,9 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res);
 void sim_config_default(struct sim_config *cfg, uint64_t seed);
 void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, int64_t arg2);
 void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration);
+/* As a stall, but the thread takes the time itself, running (slow code, not
+ * a preemption): no other thread runs meanwhile. */
+void sim_add_slow(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration);
 
 /* The protocol steps a writer passes through (for stall sweeps). */
 extern const char *const sim_writer_steps[];

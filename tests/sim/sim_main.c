@@ -326,17 +326,6 @@ static void sc_shared_events(struct sim_config *c)
 	sim_add_event(c, 210 * MS, EV_MONO_RATE, -300000, 0);
 }
 
-/* shared-stop with a daemon whose lines lag the kernel by 600 ns: when the
- * process joins or rejoins, the page's line is below what it returned just
- * before (kernel readings through the TRANSIT record), and must not be
- * served before it has passed them (switch_to_shared waits for that:
- * page_above_floors). */
-static void sc_shared_lag(struct sim_config *c)
-{
-	sc_shared_stop(c);
-	c->daemon_lag_ns = 600;
-}
-
 /* Readers that call only coarse clocks and time(): no fine read refreshes
  * the records or checks on the daemon, so the coarse path's own staleness
  * test (the kernel's tick against the record's) must keep them fresh (G5),
@@ -372,7 +361,6 @@ static const struct scenario scenarios[] = {
 	{"slow-transit-shared", sc_slow_transit_shared},
 	{"shared-kill", sc_shared_kill},
 	{"shared-events", sc_shared_events},
-	{"shared-lag", sc_shared_lag},
 	{"shared-adopt", sc_shared_adopt},
 	{"baseline", sc_baseline},
 	{"slew", sc_slew},

@@ -33,16 +33,12 @@ static struct {
 	uint64_t tick_ns;
 } V;
 
-int64_t vd_lag_ns;
-
-/* The kernel's clocks as the daemon reads them: vd_lag_ns late (a daemon
- * whose lines lag the kernel, within G1). */
 static int64_t vd_kread(void *ctx, clockid_t id)
 {
 	(void)ctx;
 	struct timespec ts = {0, 0};
 	th_sim_kread(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - vd_lag_ns;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
 static uint64_t vd_ctr(void *ctx)

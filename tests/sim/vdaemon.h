@@ -6,7 +6,6 @@
 
 /* adopt: continue the page in place (0 when adopted, else a new page). */
 int vd_init(uint64_t tick_ns, double nominal_hz, int adopt);
-extern int64_t vd_lag_ns; /* the daemon reads the kernel's clocks this late */
 void vd_windup(void);
 void vd_kill(void);
 

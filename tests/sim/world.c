@@ -699,7 +699,6 @@ static int daemon_adopt; /* the next daemon continues the page (EV_DAEMON_START 
 
 static void daemon_main(void)
 {
-	vd_lag_ns = W.cfg->daemon_lag_ns;
 	if (vd_init((uint64_t)W.tick, W.cfg->nominal_hz, daemon_adopt) != 0 && daemon_adopt) {
 		fprintf(stderr, "sim: the restarted daemon could not continue the page\n");
 		O.res->violations++;

@@ -71,10 +71,9 @@ struct sim_config {
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
 	int first_read_only;     /* only the first read of a fresh process (G8) */
 	int daemon;              /* run a virtual timehandsd; the process may read its page */
-	int64_t daemon_lag_ns;   /* its lines lag the kernel by this much */
 	int coarse_only;         /* readers call only coarse clocks and time() (G5: they must
 				    see them advance, with nothing else refreshing the records) */
-	int min_joins;           /* the process must switch to the page (and reach its fast path) at least this often */
+	int min_joins;           /* the process must switch to the page at least this often */
 	int need_lines;          /* most reads must be served by a counter line (not kernel records) */
 };
 

@@ -273,9 +273,10 @@ static void sc_slow_transit(struct sim_config *c)
 
 /* The same with the daemon, slowed the same way. Correctness only: joining
  * the page is not asserted, as the switch to it (switch_to_shared) fails in
- * some of these runs (every attempt's compare-and-swap loses to readers of
- * its TRANSIT record that passed the guard while it waited for the page to
- * pass the floors; README, Limits). */
+ * some of these runs (7 of seeds 1-30): the slow commit leaves little of
+ * the guard, and readers of the TRANSIT record past it, while the switch
+ * waits for the page to pass the floors, make every attempt's
+ * compare-and-swap fail (README, Limits). */
 static void sc_slow_transit_shared(struct sim_config *c)
 {
 	sc_slow_transit(c);

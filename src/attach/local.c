@@ -1371,9 +1371,9 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		if (th_snapshot_progress(&p->tl, &s, &retries) != 0)
 			break;
 		*epoch = s.epoch;
-		if (s.kind != TH_REC_LINE && (s.flags & TH_RECF_COARSE_FINE))
-			break; /* a fine reading, below (leave_shared) */
 		if (s.kind != TH_REC_LINE) {
+			if (s.flags & TH_RECF_COARSE_FINE)
+				break; /* a fine reading, below (leave_shared) */
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */
 			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);

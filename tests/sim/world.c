@@ -786,16 +786,22 @@ void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, in
 		cfg->events[cfg->nevents++] = (struct sim_event){at, kind, arg, arg2, 0};
 }
 
-void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
+static void add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration,
+		      int busy)
 {
 	if (cfg->nstalls < 8)
-		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 0, 0, 0};
+		cfg->stalls[cfg->nstalls++] = (struct sim_stall){
+			.thread = thread, .step = step, .occurrence = occurrence, .duration = duration, .busy = busy};
+}
+
+void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
+{
+	add_stall(cfg, thread, step, occurrence, duration, 0);
 }
 
 void sim_add_slow(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
 {
-	if (cfg->nstalls < 8)
-		cfg->stalls[cfg->nstalls++] = (struct sim_stall){thread, step, occurrence, duration, 1, 0, 0};
+	add_stall(cfg, thread, step, occurrence, duration, 1);
 }
 
 void sim_run(const struct sim_config *cfg, struct sim_result *res)

@@ -1192,6 +1192,14 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	th_hw_order_after_kread();
 	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
 		return 0;
+	/* The page's word still names the record copied, after the kernel
+	 * read (ordered before this load above; acquire, as any load of the
+	 * page's word): else the daemon committed since, maybe a line that
+	 * lags the kernel, which later reads would return below this one;
+	 * read again (as kernel_value does for a KERNEL record).
+	 * tests/model/timehands.pml, daemon world: -DBREAK_PAGE_NO_RECHECK. */
+	if (have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+		return 0;
 	int64_t off = have ? snap_offset(&ps, sel)
 			   : sel == TH_SEL_REAL ? p->disc.off_real
 			   : sel == TH_SEL_BOOT ? p->disc.off_boot

@@ -55,10 +55,18 @@
  * tests/tiers/model.sh checks with the define.
  *
  * Daemon mode (-DDAEMON): readers never announce (the page is read-only);
- * they serve phi of the page record (shared_value). leave_shared and the
- * switch floors are not modelled; the daemon is modelled as the local windup.
- * This world currently fails (see tests/tiers/model.sh) and is not run by
- * default.
+ * they serve phi of the page record (shared_value), and read again when the
+ * page's word moved during their kernel read. leave_shared and the switch
+ * floors are not modelled; the daemon is modelled as the local windup. With
+ * -DDAEMON_PROMPT (a daemon never preempted between its sample and its last
+ * commit) the safety and progress claims hold: tests/tiers/model.sh, world
+ * `prompt`; -DBREAK_PAGE_NO_RECHECK (no second look at the page's word, the
+ * code before it) fails there. Without DAEMON_PROMPT ltl monotonic fails: a
+ * reader of a TRANSIT record (or of a line past its window) reads the kernel
+ * after the daemon's sample and before its commit, serves that, and the
+ * committed line, lagging the kernel, returns less afterwards; in local mode
+ * that reader would have announced itself and failed the commit (README,
+ * Limits).
  *
  * Spin is sequentially consistent: the model checks the protocol's logic,
  * not its memory ordering; the fences are argued next to the code.
@@ -78,6 +86,8 @@
  *   -DBREAK_NO_CLAMP      a fresh line extrapolates below its anchor instead
  *                         of clamping counters below it to the base
  *   -DBREAK_NO_RANGE      serve counters beyond a record's window
+ *   -DBREAK_PAGE_NO_RECHECK  (daemon mode) no second look at the page's word
+ *                         after the kernel read
  *
  * Bounds (defines): RING, NR readers, NREADS, MAXT, NWINDUPS (windups in all:
  * the daemon's, or in local mode those of readers 0 .. WINDERS-1), TRIES,
@@ -256,6 +266,17 @@ inline write_record(p_slot, p_gen)
 	wstep();
 	ring[p_slot].gen = p_gen
 }
+
+/* -DDAEMON_PROMPT: a publisher never preempted inside a windup (from its
+ * sample to its last commit, one atomic sequence); readers still interleave
+ * between windups and may be stalled anywhere in a read across them. */
+#ifdef DAEMON_PROMPT
+#define PROMPT_BEGIN atomic {
+#define PROMPT_END }
+#else
+#define PROMPT_BEGIN
+#define PROMPT_END
+#endif
 
 /* Replaying a trail (spin -t) prints the records and the results. */
 #define TRACE_COMMIT(ok) \
@@ -484,6 +505,7 @@ inline windup()
 		 w_kind = ring[x_slot].kind; w_anchor = ring[x_slot].anchor; w_dlo = ring[x_slot].dlo; w_ddue = ring[x_slot].ddue;
 		 w_base = ring[x_slot].base; w_lo = ring[x_slot].lo; w_hi = ring[x_slot].hi; w_dhi = ring[x_slot].dhi;
 		 w_ceil = ring[x_slot].ceil; w_guard = ring[x_slot].guard; w_bound = ring[x_slot].bound; w_due = ring[x_slot].due };
+	PROMPT_BEGIN
 	/* sample */
 	wstep();
 	tick(cs);
@@ -530,7 +552,8 @@ inline windup()
 	fi;
 	install_line();
 windup_end:
-	skip;
+	skip
+	PROMPT_END;
 	/* forget the scratch values (fewer distinct states) */
 	d_step {
 		x_slot = 0; x_seq = 0; x_ann = 0; wslot = 0; att = 0; obs = 0; cs = 0; gk = 0; am = 0; lead = 0;
@@ -705,10 +728,19 @@ inline kernel_value(ok)
 #ifdef DAEMON
 	/* shared_value: a reader never writes the read-only page (no
 	 * announcement); it serves phi of the kernel against the page record's
-	 * ceiling. The check that the local timeline's cur did not move (a
+	 * ceiling, if the page's word still names the record after the kernel
+	 * read (-DBREAK_PAGE_NO_RECHECK: not checked, the code before that
+	 * check). The check that the local timeline's cur did not move (a
 	 * thread leaving shared mode: leave_shared) is not modelled: it never
 	 * moves here. */
+#ifdef BREAK_PAGE_NO_RECHECK
 	skip
+#else
+	if
+	:: cslot != ls || cseq != lq -> ok = false
+	:: else -> skip
+	fi
+#endif
 #else
 	if
 	:: c_kind == K_LINE ->

@@ -1231,14 +1231,19 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	 * that a commit has superseded could undercut the new line, which may
 	 * lag the kernel (tests/model/timehands.pml: FIX_PASS_RETRY). Announcements
 	 * change only the announce bits, not TH_CUR_ID. */
-	uint64_t pass_cur = 0;
-	for (int pass = 0;
-	     pass < 4 || TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur);
+	uint64_t pass_cur = 0, pass_page = 0;
+	for (int pass = 0; pass < 4 || TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur) ||
+			   (TH_CUR_SLOT(pass_cur) == TH_SLOT_SHARED &&
+			    TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed)) != TH_CUR_ID(pass_page));
 	     pass++) {
 		unsigned retries = 0;
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		pass_cur = lc;
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
+			/* and, reading the page, while the page's records change
+			 * (shared_value reads again when the daemon commits during
+			 * its kernel read) */
+			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
 			if (shared_value(p, lc, line, sel, ordered, ns, epoch))
 				return 0;
 			continue;
@@ -1283,8 +1288,10 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	/* Four passes failed and no commit since the last one began: serve
 	 * phi of its record, the current one (never below anything returned
 	 * before it). */
+	if (!have) /* every pass read the page: the kernel's clock itself */
+		return kernel_exact(line, sel, ns);
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
-	*ns = have ? th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel) : k;
+	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
 	return 0;
 }
 

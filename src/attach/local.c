@@ -1156,9 +1156,11 @@ static uint64_t above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoc
  * value is phi of the kernel against the page record's ceiling and the
  * floors, checked like a KERNEL record's (no writer of the local timeline can
  * have started a transition before our kernel read unless cur changed).
+ * `last`: the caller's passes are over; no windup and no second look at the
+ * page's word (th__fine_slow's fallback).
  */
 static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int ordered, uint64_t *ns,
-			uint16_t *epoch)
+			uint16_t *epoch, int last)
 {
 	struct th_snap ps = {0};
 	unsigned retries = 0;
@@ -1182,7 +1184,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 			}
 		}
 	}
-	if (th__windup_try())
+	if (!last && th__windup_try())
 		return 0;
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
@@ -1198,7 +1200,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	 * lags the kernel, which later reads would return below this one;
 	 * read again (as kernel_value does for a KERNEL record).
 	 * tests/model/timehands.pml, daemon world: -DBREAK_PAGE_NO_RECHECK. */
-	if (have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+	if (!last && have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
 		return 0;
 	int64_t off = have ? snap_offset(&ps, sel)
 			   : sel == TH_SEL_REAL ? p->disc.off_real
@@ -1244,7 +1246,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			 * (shared_value reads again when the daemon commits during
 			 * its kernel read) */
 			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
-			if (shared_value(p, lc, line, sel, ordered, ns, epoch))
+			if (shared_value(p, lc, line, sel, ordered, ns, epoch, 0))
 				return 0;
 			continue;
 		}
@@ -1288,8 +1290,17 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	/* Four passes failed and no commit since the last one began: serve
 	 * phi of its record, the current one (never below anything returned
 	 * before it). */
-	if (!have) /* every pass read the page: the kernel's clock itself */
+	if (!have) {
+		/* Every pass read the page: phi of its current record, with the
+		 * floors, taken as it is (no windup, no second look at the
+		 * page's word); the kernel's own clock if the process left the
+		 * page meanwhile. */
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, line, sel, ordered, ns, epoch, 1))
+			return 0;
+		*epoch = 0;
 		return kernel_exact(line, sel, ns);
+	}
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
 	return 0;

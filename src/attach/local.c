@@ -1211,6 +1211,19 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	return 1;
 }
 
+/* A commit since a pass of th__fine_slow began: to the process's word
+ * (`pass_cur` at the start of the pass), or, while that word named the
+ * shared slot, to the page's (`pass_page`; shared_value reads again when the
+ * daemon commits during its kernel read). Relaxed: a hint to go on; every
+ * pass loads the words again with acquire. */
+static int records_moved(struct th_proc *p, uint64_t pass_cur, uint64_t pass_page)
+{
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur))
+		return 1;
+	return TH_CUR_SLOT(pass_cur) == TH_SLOT_SHARED &&
+	       TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed)) != TH_CUR_ID(pass_page);
+}
+
 int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
@@ -1234,17 +1247,12 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	 * lag the kernel (tests/model/timehands.pml: FIX_PASS_RETRY). Announcements
 	 * change only the announce bits, not TH_CUR_ID. */
 	uint64_t pass_cur = 0, pass_page = 0;
-	for (int pass = 0; pass < 4 || TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur) ||
-			   (TH_CUR_SLOT(pass_cur) == TH_SLOT_SHARED &&
-			    TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed)) != TH_CUR_ID(pass_page));
-	     pass++) {
+	for (int pass = 0; pass < 4 || records_moved(p, pass_cur, pass_page); pass++) {
 		unsigned retries = 0;
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		pass_cur = lc;
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
-			/* and, reading the page, while the page's records change
-			 * (shared_value reads again when the daemon commits during
-			 * its kernel read) */
+			have = 0; /* a local snapshot of an earlier pass is superseded */
 			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
 			if (shared_value(p, lc, line, sel, ordered, ns, epoch, 0))
 				return 0;
@@ -1287,20 +1295,20 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			return 0;
 		}
 	}
-	/* Four passes failed and no commit since the last one began: serve
-	 * phi of its record, the current one (never below anything returned
-	 * before it). */
-	if (!have) {
-		/* Every pass read the page: phi of its current record, with the
-		 * floors, taken as it is (no windup, no second look at the
-		 * page's word); the kernel's own clock if the process left the
-		 * page meanwhile. */
+	/* Four passes failed and no commit since the last one began. When
+	 * every pass read the page: phi of the page's current record, with the
+	 * floors, taken as it is (no windup, no second look at the page's
+	 * word); the kernel's own clock if the process left the page
+	 * meanwhile. */
+	if (!have) { /* the last pass read the page */
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, line, sel, ordered, ns, epoch, 1))
 			return 0;
 		*epoch = 0;
 		return kernel_exact(line, sel, ns);
 	}
+	/* Else phi of the last local record, the current one (never below
+	 * anything returned before it). */
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
 	return 0;

@@ -109,6 +109,7 @@ struct daemon {
 	struct th_trust trust;
 	struct th_cross_cpu xcpu;
 	int lines;                /* publish counter lines (else kernel records) */
+	int wide_logged;          /* "offsets not measured closely" was logged */
 	int counter_usable;       /* lines, possibly suspended after repeated jumps */
 	struct th_disc disc;
 	struct th_sampler sp;     /* sampling shared with local mode (sample.h) */
@@ -231,9 +232,10 @@ static void note_jump(uint64_t now)
 	}
 }
 
-/* Sample, plan, publish, heartbeat. `noticed` is the kernel MONOTONIC at
- * which a REALTIME step was noticed (0: an ordinary tick). */
-static void windup(uint64_t noticed)
+/* Sample, plan, publish. `noticed` is the kernel MONOTONIC at which a
+ * REALTIME step was noticed (0: an ordinary tick). Returns 0 when nothing was
+ * published (no heartbeat either: clients treat the page as late). */
+static int windup(uint64_t noticed)
 {
 	struct th_snap s;
 	unsigned retries = 0;
@@ -254,6 +256,25 @@ static void windup(uint64_t noticed)
 	int64_t old_off_real = D.disc.off_real;
 	int fl = th_disc_observe(&D.disc, &smp, have ? &s : NULL);
 	D.windups++;
+	/* Offsets known only to within a wide bracket (every retry of the
+	 * sample preempted): measured again now, and if still wide, nothing
+	 * is published this tick: a page record carries no flags, and its
+	 * offsets would be served as they are (th_disc_offsets_wide). */
+	for (int i = 0; i < 8 && th_disc_offsets_wide(&D.disc); i++) {
+		struct th_sample o;
+		memset(&o, 0, sizeof o);
+		th_sample_offsets(&D.sp, &o);
+		fl |= th_disc_observe_offsets(&D.disc, &o);
+	}
+	if (th_disc_offsets_wide(&D.disc)) {
+		if (!D.wide_logged)
+			logmsg(LOG_WARNING, "REALTIME/BOOTTIME offsets not measured to within %lld ns "
+			       "(the kernel's reads are slow or preempted): not publishing until they are",
+			       (long long)D.disc.cfg.max_offset_err_ns);
+		D.wide_logged = 1;
+		return 0;
+	}
+	D.wide_logged = 0;
 	if (D.last_off_boot && smp.off_boot - D.last_off_boot > 1000000) {
 		logmsg(LOG_NOTICE, "resume detected: BOOTTIME - MONOTONIC grew by %lld ms",
 		       (long long)((smp.off_boot - D.last_off_boot) / 1000000));
@@ -280,11 +301,11 @@ static void windup(uint64_t noticed)
 	struct th_rec_val v;
 	if (!ctr) {
 		publish_kernel(have ? &s : NULL, &smp, D.tick_ns, 0, &v);
-		return;
+		return 1;
 	}
 	if (!th_disc_ready(&D.disc)) {
 		publish_kernel(have ? &s : NULL, &smp, D.disc.cfg.calib_ns, 0, &v);
-		return;
+		return 1;
 	}
 	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
 		int64_t d = (int64_t)(smp.c - s.anchor);
@@ -304,16 +325,17 @@ static void windup(uint64_t noticed)
 			/* Last look at the counter before the commit. */
 			int64_t dn = (int64_t)(th_counter_ordered() - s.anchor);
 			if (dn <= s.dhi - margin && th_commit(D.tl, x, &v) == 0)
-				return;
+				return 1;
 		}
 		D.late++;
 		logmsg(LOG_DEBUG, "late: current record %s (d %lld, dhi %lld, margin %lld, window %llu us)", d > s.dhi ? "expired" : "too close to its expiry", (long long)d, (long long)s.dhi, (long long)margin, (unsigned long long)(D.disc.window_ns / 1000));
 	}
 	if (fl & TH_OBS_BAD) {
 		publish_kernel(have ? &s : NULL, &smp, D.tick_ns / 4, 0, &v);
-		return;
+		return 1;
 	}
 	install_line(&s, have);
+	return 1;
 }
 
 /* Kernel MONOTONIC at which the current record wants a windup. */
@@ -1012,8 +1034,8 @@ int main(int argc, char **argv)
 	drop_privileges();
 	/* The first record before the page is marked valid and served (a
 	 * client that connects earlier waits in the listen backlog). */
-	windup(0);
-	beat();
+	if (windup(0))
+		beat();
 	th_page_set_flags(D.hdr, D.flags | TH_PAGE_VALID);
 	start_ticks();
 	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s%s", D.page_path,
@@ -1089,8 +1111,8 @@ int main(int argc, char **argv)
 			D.due_armed = 0;
 		}
 		if (wind) {
-			windup(noticed);
-			beat();
+			if (windup(noticed))
+				beat();
 		}
 		if (ready[EV_LISTEN])
 			serve_clients();

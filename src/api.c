@@ -302,6 +302,10 @@ TH_API int th_status(struct th_status *out, size_t size)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
 	else if (p->reason[0])
 		copy_str(st.reason, sizeof st.reason, p->reason);
+	else if (!line && th_disc_offsets_wide(&p->disc))
+		copy_str(st.reason, sizeof st.reason,
+			 "REALTIME and BOOTTIME offsets not yet measured closely (the kernel's reads were slow or "
+			 "preempted): those clocks are the kernel's own until they are");
 	else if (!line && !th_disc_ready(&p->disc))
 		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
 	else if (p->page_reason[0])

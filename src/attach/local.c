@@ -222,6 +222,33 @@ static void local_windup(struct th_proc *p, int joining)
 		publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns);
 		return;
 	}
+	if (th_disc_offsets_wide(&p->disc)) {
+		/* Offsets not measured closely enough to be served (a step
+		 * found by a wide bracket, or the first one). A valid line
+		 * runs out with its own offsets and epoch, due only at its
+		 * expiry: a kernel-mode record now would carry its ceiling,
+		 * up to a window ahead of the kernel, and serve up to its
+		 * error bound ahead. Then kernel-mode records flagged for it
+		 * (th_plan_kernel); the next read after a quarter tick
+		 * measures again. */
+		TH_STEP("wide");
+		if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
+			int64_t d = (int64_t)(smp.c - s.anchor);
+			if (d >= s.dmin && d <= s.dhi) {
+				struct th_rec_val v;
+				th_plan_refresh(&p->disc, &s, &smp, &v);
+				v.off_real = s.off_real;
+				v.off_boot = s.off_boot;
+				v.off_tai = s.off_tai;
+				v.epoch = s.epoch;
+				v.ddue = v.dhi;
+				if (th_commit(&p->tl, x, &v) == 0)
+					return;
+			}
+		}
+		publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		return;
+	}
 	if (!th_disc_ready(&p->disc)) {
 		TH_STEP("calibrate");
 		/* No frequency yet: the kernel serves until a second sample,
@@ -726,7 +753,7 @@ static void leave_shared(struct th_proc *p, uint64_t now, int dead)
 		 * moved on before the commit (a leaver stalled here): coarse
 		 * readers of this record take a fine reading instead, which is
 		 * at least the kernel now (th__coarse_slow). */
-		v.flags = TH_RECF_COARSE_FINE;
+		v.flags |= TH_RECF_COARSE_FINE;
 		if (have && !last && page_moved(pt, &ps))
 			continue;
 		TH_STEP("unshare-kernel");
@@ -766,6 +793,13 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 	if (!page_usable(p, now, &ps, &dead)) {
 		if (dead)
 			page_drop(p, now);
+		return 0;
+	}
+	if (th_disc_offsets_wide(&p->disc)) {
+		/* The floors of a switch are this process's offsets plus the
+		 * guard: not from offsets that may be off by their bracket. */
+		copy_reason(p->page_reason, sizeof p->page_reason,
+			    "this process has not yet measured the kernel's REALTIME and BOOTTIME offsets closely", "");
 		return 0;
 	}
 	if (!page_offsets_agree(p, &ps)) {
@@ -1087,16 +1121,29 @@ void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 			return;
 }
 
-/*
- * Kernel-served value for a KERNEL/TRANSIT record or an expired LINE: phi of
- * the kernel's reading (record.h). Returns 1 with *v set, 0 if the caller must
- * read again (a new record appeared).
- */
-static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, uint64_t *v)
+/* A record whose offsets may not be served: the kernel's own clock for
+ * REALTIME, BOOTTIME and TAI (TH_RECF_KERNEL_OFFSETS). */
+static int exact_offsets(const struct th_snap *s, int line, int sel)
 {
-	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	return (s->flags & TH_RECF_KERNEL_OFFSETS) && line == TH_MONO && sel != TH_SEL_NONE;
+}
+
+/*
+ * Kernel-served value of clock (line, sel) for a KERNEL/TRANSIT record or an
+ * expired LINE: phi of the kernel's reading (record.h) plus the record's
+ * offset, or the kernel's own clock where the record's offsets may not be
+ * served (its MONOTONIC equivalent, minus the offset, then stands in for the
+ * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
+ * must read again (a new record appeared).
+ */
+static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
+{
+	int exact = exact_offsets(s, line, sel);
+	uint64_t off = (uint64_t)snap_offset(s, sel);
+	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(line, sel) : line_clock(line));
+	uint64_t k = exact ? ke - off : ke;
 	uint64_t C = th_snap_ceiling(s, line);
-	uint64_t val = th_phi(k, C, s->bound[line]);
+	uint64_t m = exact ? k : th_phi(k, C, s->bound[line]);
 	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
 	/* The kernel's counter read happens before what follows. */
 	th_hw_order_after_kread();
@@ -1106,7 +1153,7 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 			return 0;
 		break;
 	case TH_REC_TRANSIT:
-		if (val > s->guard[line] && !th_announce(&p->tl, s->cur))
+		if (m > s->guard[line] && !th_announce(&p->tl, s->cur))
 			return 0;
 		break;
 	default: { /* KERNEL: no writer pending; make sure none started before our read */
@@ -1118,7 +1165,7 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, ui
 		break;
 	}
 	}
-	*v = val;
+	*v = exact ? ke : m + off;
 	return 1;
 }
 
@@ -1290,8 +1337,8 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			if (th__windup_try())
 				continue;
 		}
-		if (kernel_value(p, &s, line, &v)) {
-			*ns = v + (uint64_t)snap_offset(&s, sel);
+		if (kernel_value(p, &s, line, sel, &v)) {
+			*ns = v;
 			return 0;
 		}
 	}
@@ -1309,6 +1356,8 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	}
 	/* Else phi of the last local record, the current one (never below
 	 * anything returned before it). */
+	if (exact_offsets(&s, line, sel))
+		return kernel_exact(line, sel, ns);
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
 	return 0;
@@ -1356,9 +1405,14 @@ static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
 	atomic_store_explicit(&p->lock, 0, memory_order_release);
 }
 
+/* Returns 1 when *ns is the kernel's own REALTIME, read now (a record whose
+ * offsets may not be served): no G3 floor applies to it (th__coarse_real_slow),
+ * the kernel's REALTIME going back only where the kernel stepped it, which
+ * the floor's epoch may not show yet. 0 otherwise. */
 int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
+	int exact = 0;
 	*epoch = 0;
 	if (!th__ready())
 		th__attach(); /* as in th__fine_slow */
@@ -1408,6 +1462,10 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 		if (s.kind != TH_REC_LINE) {
 			if (s.flags & TH_RECF_COARSE_FINE)
 				break; /* a fine reading, below (leave_shared) */
+			if ((s.flags & TH_RECF_KERNEL_OFFSETS) && sel == TH_SEL_REAL) {
+				exact = 1; /* the kernel's REALTIME, below */
+				break;
+			}
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */
 			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
@@ -1445,12 +1503,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 	 * stays monotonic when an older coarse value is published later. The
 	 * floor is in MONOTONIC: for REALTIME, take it after the returned
 	 * reading, so that floor + offset is not below it. */
-	uint64_t r = sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : 0;
+	uint64_t r = exact ? (uint64_t)kread_ns(CLOCK_REALTIME) : sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : 0;
 	uint64_t m = fine_ns(TH_CK_MONO);
 	if (p->have_kcoarse)
 		raise_coarse_floor(p, m);
 	*ns = sel == TH_SEL_REAL ? r : m;
-	return 0;
+	return exact;
 }
 
 static void ns_to_ts(int64_t ns, struct timespec *ts)
@@ -1505,9 +1563,11 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
 int th__coarse_real_slow(struct timespec *ts)
 {
 	uint16_t ep;
-	th__coarse_ts_slow(1, ts, &ep);
+	uint64_t ns;
+	int exact = th__coarse_slow(TH_SEL_REAL, &ns, &ep);
+	ns_to_ts((int64_t)ns, ts);
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if ((uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
+	if (!exact && (uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
 		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
 		ts->tv_nsec = 0;
 	}

@@ -51,6 +51,24 @@ void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int ful
 	sandwich(sp, CLOCK_MONOTONIC_RAW, ctr, &s->c_raw, &s->width_raw, &s->raw);
 	if (!full)
 		return;
+	th_sample_offsets(sp, s);
+	/* TAI - REALTIME is a whole number of seconds in the kernel; bracket
+	 * the TAI reading so that a preemption between the two reads cannot
+	 * add seconds to it. */
+	for (int i = 0; i < 4 && !s->tai_ok; i++) {
+		int64_t r1 = sp->kread(sp->ctx, CLOCK_REALTIME);
+		int64_t t = sp->kread(sp->ctx, CLOCK_TAI);
+		int64_t r2 = sp->kread(sp->ctx, CLOCK_REALTIME);
+		if (r2 - r1 >= 0 && r2 - r1 < NS_PER_S / 10) {
+			int64_t d = t - r1 + NS_PER_S / 2;
+			s->tai_sec = d >= 0 ? d / NS_PER_S : -((-d + NS_PER_S - 1) / NS_PER_S);
+			s->tai_ok = 1;
+		}
+	}
+}
+
+void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
+{
 	int64_t maxhw = (int64_t)sp->max_err_ns;
 	for (int i = 0; i < 8; i++) {
 		int64_t m1 = sp->kread(sp->ctx, CLOCK_MONOTONIC);
@@ -69,18 +87,5 @@ void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int ful
 		}
 		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
 			break;
-	}
-	/* TAI - REALTIME is a whole number of seconds in the kernel; bracket
-	 * the TAI reading so that a preemption between the two reads cannot
-	 * add seconds to it. */
-	for (int i = 0; i < 4 && !s->tai_ok; i++) {
-		int64_t r1 = sp->kread(sp->ctx, CLOCK_REALTIME);
-		int64_t t = sp->kread(sp->ctx, CLOCK_TAI);
-		int64_t r2 = sp->kread(sp->ctx, CLOCK_REALTIME);
-		if (r2 - r1 >= 0 && r2 - r1 < NS_PER_S / 10) {
-			int64_t d = t - r1 + NS_PER_S / 2;
-			s->tai_sec = d >= 0 ? d / NS_PER_S : -((-d + NS_PER_S - 1) / NS_PER_S);
-			s->tai_ok = 1;
-		}
 	}
 }

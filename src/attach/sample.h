@@ -29,6 +29,10 @@ struct th_sampler {
  */
 void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int full);
 
+/* Only the REALTIME and BOOTTIME brackets of th_take_sample (a publisher
+ * measuring them again: th_disc_offsets_wide). */
+void th_sample_offsets(struct th_sampler *sp, struct th_sample *s);
+
 /* Just the kernel's values a TRANSIT guard needs. */
 void th_quick_sample(struct th_sampler *sp, struct th_sample *s);
 

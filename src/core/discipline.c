@@ -21,6 +21,7 @@ void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns)
 	cfg->calib_ns = 50000;
 	cfg->jump_ns = 20000;
 	cfg->max_sample_err_ns = 400.0;
+	cfg->max_offset_err_ns = 500;
 }
 
 void th_disc_init(struct th_disc *d, const struct th_disc_config *cfg)
@@ -212,7 +213,22 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 			flags |= f0 | f1;
 		}
 	}
+	return flags | th_disc_observe_offsets(d, s);
+}
 
+/* The better of a held offset known only to within more than the limit
+ * (never served: th_disc_offsets_wide) and a narrower bracket: once the
+ * bracket is within the limit, its upper end, at or above the kernel's
+ * offset, so that values the kernel served meanwhile are not undercut. */
+static void replace_wide(int64_t *off, int64_t *hw, int64_t s_off, int64_t s_hw, int64_t max)
+{
+	*off = s_hw <= max ? s_off + s_hw : s_off;
+	*hw = s_hw;
+}
+
+int th_disc_observe_offsets(struct th_disc *d, const struct th_sample *s)
+{
+	int flags = 0;
 	if (!d->have_offsets) {
 		d->have_offsets = 1;
 		d->off_real = s->off_real;
@@ -227,6 +243,7 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 	 * value (the kernel changed it): measurement noise must never move
 	 * REALTIME backwards. A much tighter bracket may move a held value
 	 * forwards, never backwards. */
+	const int64_t max = d->cfg.max_offset_err_ns;
 	int64_t dr = s->off_real - d->off_real;
 	int64_t tol = s->off_real_hw + d->off_real_hw + 2;
 	if (dr > tol || dr < -tol) {
@@ -234,6 +251,8 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 		d->off_real_hw = s->off_real_hw;
 		d->epoch++;
 		flags |= TH_OBS_STEP;
+	} else if (d->off_real_hw > max && s->off_real_hw < d->off_real_hw) {
+		replace_wide(&d->off_real, &d->off_real_hw, s->off_real, s->off_real_hw, max);
 	} else if (dr > 0 && s->off_real_hw * 2 < d->off_real_hw) {
 		d->off_real = s->off_real;
 		d->off_real_hw = s->off_real_hw;
@@ -242,6 +261,9 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 	if (db > s->off_boot_hw + d->off_boot_hw + 2) { /* BOOTTIME only ever moves forward (resume) */
 		d->off_boot = s->off_boot;
 		d->off_boot_hw = s->off_boot_hw;
+		flags |= TH_OBS_OFFSETS;
+	} else if (d->off_boot_hw > max && s->off_boot_hw < d->off_boot_hw) {
+		replace_wide(&d->off_boot, &d->off_boot_hw, s->off_boot, s->off_boot_hw, max);
 		flags |= TH_OBS_OFFSETS;
 	} else if (db > 0 && s->off_boot_hw * 2 < d->off_boot_hw) {
 		d->off_boot = s->off_boot;
@@ -263,11 +285,18 @@ void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s)
 	d->off_boot = s->off_boot;
 	d->off_tai = s->off_tai;
 	d->tai_sec = (s->off_tai - s->off_real) / 1000000000LL;
-	if (d->off_real_hw < 50)
+	/* another writer's: served by it, so not wide here either */
+	if (d->off_real_hw < 50 || d->off_real_hw > d->cfg.max_offset_err_ns)
 		d->off_real_hw = 50;
-	if (d->off_boot_hw < 50)
+	if (d->off_boot_hw < 50 || d->off_boot_hw > d->cfg.max_offset_err_ns)
 		d->off_boot_hw = 50;
 	d->have_offsets = 1;
+}
+
+int th_disc_offsets_wide(const struct th_disc *d)
+{
+	return d->have_offsets &&
+	       (d->off_real_hw > d->cfg.max_offset_err_ns || d->off_boot_hw > d->cfg.max_offset_err_ns);
 }
 
 void th_disc_continue(struct th_disc *d, const struct th_snap *s)
@@ -442,6 +471,8 @@ void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct 
 	memset(out, 0, sizeof *out);
 	out->kind = guard_ns ? TH_REC_TRANSIT : TH_REC_KERNEL;
 	common_fields(d, s, out);
+	if (th_disc_offsets_wide(d))
+		out->flags = TH_RECF_KERNEL_OFFSETS;
 	int have = prev && prev->kind != TH_REC_EMPTY;
 	for (int l = 0; l < TH_NLINES; l++) {
 		/* C and bound carry forward, so that phi never decreases */

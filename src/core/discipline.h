@@ -62,6 +62,7 @@ struct th_disc_config {
 	uint64_t calib_ns;       /* first samples at least this far apart when no frequency is published */
 	uint64_t jump_ns;        /* deviation that is a discontinuity, not drift */
 	double max_sample_err_ns; /* a wider counter/kernel sandwich is not used */
+	int64_t max_offset_err_ns; /* offsets held with a wider bracket are not served (th_disc_offsets_wide) */
 };
 
 struct th_disc {
@@ -91,6 +92,25 @@ void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns);
 /* Feed one sample. `cur` is the record in force (NULL if none); used to
  * measure the line's error. Returns TH_OBS_* flags. */
 int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct th_snap *cur);
+
+/* Feed only the offsets of a sample (th_sample_offsets): for a publisher
+ * measuring them again in the same windup (th_disc_offsets_wide).
+ * Returns TH_OBS_STEP / TH_OBS_OFFSETS. */
+int th_disc_observe_offsets(struct th_disc *d, const struct th_sample *s);
+
+/*
+ * 1 while the held REALTIME or BOOTTIME offset is known only to within more
+ * than cfg.max_offset_err_ns: its first measurement, or the one that found a
+ * step, was a bracket that every retry found wide (the writer preempted or
+ * its kernel reads slow). MONOTONIC plus such an offset could be off by the
+ * bracket's half width, and a held offset is never moved back (REALTIME
+ * would step back), so it must not be served: the process publishes only
+ * kernel-mode records flagged TH_RECF_KERNEL_OFFSETS (their readers read
+ * those clocks from the kernel) and the daemon publishes nothing, until a
+ * narrow bracket replaces it with its upper end (at or above the kernel's
+ * offset, so that nothing read from the kernel meanwhile is undercut).
+ */
+int th_disc_offsets_wide(const struct th_disc *d);
 
 /* Hold the REALTIME, BOOTTIME and TAI offsets of record `s` (another
  * writer's: a process leaving the daemon's page, a daemon continuing its

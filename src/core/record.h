@@ -62,7 +62,13 @@ enum {
 	/* A kernel-mode record whose coarse value may be older than coarse
 	 * values already served (a leave of shared mode: see leave_shared):
 	 * coarse reads of it take a fine reading and raise the coarse floor. */
-	TH_RECF_COARSE_FINE = 1
+	TH_RECF_COARSE_FINE = 1,
+	/* A kernel-mode record planned while the writer's REALTIME and
+	 * BOOTTIME offsets were not yet measured to within
+	 * max_offset_err_ns (th_disc_offsets_wide): its readers of REALTIME,
+	 * BOOTTIME and TAI read the kernel's own clock, fine and coarse,
+	 * instead of MONOTONIC plus the record's offset. */
+	TH_RECF_KERNEL_OFFSETS = 2
 };
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };

@@ -351,6 +351,61 @@ static void sc_shared_coarse(struct sim_config *c)
 	sim_add_event(c, 220 * MS + 55555, EV_DAEMON_KILL, 0, 0);
 }
 
+/*
+ * Kernel reads slow enough that the REALTIME and BOOTTIME offsets are
+ * measured only within brackets of milliseconds (a vCPU preempted inside
+ * every bracket; the sampler retakes one at most 8 times): such offsets are
+ * never served. Until a narrow bracket replaces them (by its upper end),
+ * the process publishes kernel records whose readers take REALTIME, BOOTTIME
+ * and TAI from the kernel. Before, a process whose first windup (or the one
+ * that found a step) measured a wide bracket served MONOTONIC plus its
+ * midpoint for good, the held offset never moving back: `shared-stop --seed
+ * 2 --stall 0:kread:0:5000000`, G1 REALTIME 1787 ns off for the rest of the
+ * run.
+ *
+ * wide-offsets: every kernel read of any thread is preempted for 20 us
+ * during the first 30 ms (the first windups' brackets are wide), and again
+ * for 10 ms from a REALTIME step; thread 0's for 5 ms each, from 200 to
+ * 220 ms.
+ */
+static void wide_start(struct sim_config *c)
+{
+	c->need_wide = 1;
+	sim_add_window(c, -1, "kread", 20000, 0, 0, 30 * MS);
+}
+
+static void sc_wide_offsets(struct sim_config *c)
+{
+	wide_start(c);
+	sim_add_event(c, 150 * MS, EV_STEP_REAL, 7 * S, 0);
+	sim_add_window(c, -1, "kread", 20000, 0, 150 * MS, 160 * MS);
+	sim_add_window(c, 0, "kread", 5 * MS, 0, 200 * MS, 220 * MS);
+	c->duration_ns = 300 * MS;
+}
+
+/* The same start with the daemon (whose first windups are slow too: it
+ * publishes nothing until its brackets are narrow), stopped as in
+ * shared-stop, and thread 0 preempted at each of its kernel reads (5 ms)
+ * for the whole run, as in the run that found it. */
+static void sc_wide_offsets_shared(struct sim_config *c)
+{
+	sc_shared_stop(c);
+	wide_start(c);
+	sim_add_stall(c, 0, "kread", 0, 5 * MS);
+}
+
+/* Every kernel read takes 600 ns (a vDSO that makes the system call, on a
+ * slow virtual machine): the brackets are never narrow enough; REALTIME,
+ * BOOTTIME and TAI are the kernel's throughout, across a REALTIME step. The
+ * daemon, as slow, never publishes. */
+static void sc_wide_always(struct sim_config *c)
+{
+	c->need_wide = 1;
+	c->daemon = 1;
+	sim_add_slow(c, -1, "kread", 0, 600);
+	sim_add_event(c, 100 * MS, EV_STEP_REAL, -7 * S, 0);
+}
+
 static const struct scenario scenarios[] = {
 	{"coarse-only", sc_coarse_only},
 	{"shared-coarse", sc_shared_coarse},
@@ -382,6 +437,9 @@ static const struct scenario scenarios[] = {
 	{"skew-large", sc_skew_large},
 	{"stall-random", sc_stall_random},
 	{"reader-stall", sc_reader_stall},
+	{"wide-offsets", sc_wide_offsets},
+	{"wide-offsets-shared", sc_wide_offsets_shared},
+	{"wide-always", sc_wide_always},
 };
 #define NSCEN (sizeof scenarios / sizeof *scenarios)
 

@@ -98,6 +98,16 @@ void vd_windup(void)
 	struct th_sample smp;
 	th_take_sample(&V.sp, &smp, 1, 1);
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
+	/* As timehandsd: offsets measured again while wide, and no
+	 * publication (no heartbeat) while they stay wide. */
+	for (int i = 0; i < 8 && th_disc_offsets_wide(&V.disc); i++) {
+		struct th_sample o;
+		memset(&o, 0, sizeof o);
+		th_sample_offsets(&V.sp, &o);
+		fl |= th_disc_observe_offsets(&V.disc, &o);
+	}
+	if (th_disc_offsets_wide(&V.disc))
+		return;
 	struct th_rec_val v;
 	if (!th_disc_ready(&V.disc)) {
 		th_writer_kernel(&V.wr, have ? &s : NULL, &smp, V.disc.cfg.calib_ns, 0, &v);

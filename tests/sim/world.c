@@ -49,6 +49,7 @@ static struct {
 	int nstalls;
 	int64_t skew_ns;       /* largest counter difference between two CPUs, ns */
 	int64_t death_T;       /* a thread died (SIM_FOREVER) at this time */
+	uint64_t wide;         /* windups that found the offsets too wide to serve */
 } W;
 
 static uint64_t rnd(void)
@@ -210,12 +211,16 @@ static void maybe_switch(const char *step)
 	}
 	if (cur < 0)
 		return;
+	if (!strcmp(step, "wide"))
+		W.wide++;
 	struct vthread *t = &TH[cur];
 	for (int i = 0; i < W.nstalls; i++) {
 		struct sim_stall *s = &W.stalls[i];
 		if ((s->thread >= 0 && s->thread != cur) || strcmp(s->step, step) != 0)
 			continue;
 		s->hits++;
+		if (s->to_T && (W.T < s->from_T || W.T >= s->to_T))
+			continue;
 		if (s->occurrence == 0 || s->hits == s->occurrence) {
 			s->fired++;
 			if (s->busy) {
@@ -794,6 +799,17 @@ static void add_stall(struct sim_config *cfg, int thread, const char *step, int 
 			.thread = thread, .step = step, .occurrence = occurrence, .duration = duration, .busy = busy};
 }
 
+void sim_add_window(struct sim_config *cfg, int thread, const char *step, int64_t duration, int busy, int64_t from,
+		    int64_t to)
+{
+	int n = cfg->nstalls;
+	add_stall(cfg, thread, step, 0, duration, busy);
+	if (cfg->nstalls > n) {
+		cfg->stalls[cfg->nstalls - 1].from_T = from;
+		cfg->stalls[cfg->nstalls - 1].to_T = to;
+	}
+}
+
 void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration)
 {
 	add_stall(cfg, thread, step, occurrence, duration, 0);
@@ -894,6 +910,7 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	res->slow_reads = atomic_load(&th__P.slow_reads);
 	res->retries = atomic_load(&th__P.retries);
 	res->fallbacks = atomic_load(&th__P.fallbacks);
+	res->wide = W.wide;
 	if (cfg->expect_distrust && !O.detect_T)
 		violation(&res->g1, "CPU counters skewed by up to %lld ns: the library never gave the counter up",
 			  (long long)W.skew_ns);
@@ -904,6 +921,10 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 			(unsigned long long)res->slow_reads, (unsigned long long)res->reads,
 			(unsigned long long)th__P.wr.installs, (unsigned long long)th__P.wr.inst_stalled,
 			(unsigned long long)th__P.wr.inst_wide, (unsigned long long)th__P.wr.inst_raced);
+		res->violations++;
+	}
+	if (cfg->need_wide && !res->wide) {
+		fprintf(stderr, "sim: no windup found the offsets too wide to serve: the run tested nothing\n");
 		res->violations++;
 	}
 	if (res->joins < (uint64_t)cfg->min_joins) {

@@ -41,6 +41,7 @@ struct sim_stall {
 	int thread;          /* -1: any thread */
 	const char *step;    /* TH_STEP name, or "kread"/"ctr" */
 	int occurrence;      /* which hit of that step (1-based); 0: every hit */
+	int64_t from_T, to_T; /* if to_T: only hits at virtual times in [from_T, to_T) */
 	int64_t duration;    /* ns, or SIM_FOREVER */
 	int busy;            /* the thread keeps running, that much slower (no switch) */
 	int hits;
@@ -75,6 +76,7 @@ struct sim_config {
 				    see them advance, with nothing else refreshing the records) */
 	int min_joins;           /* the process must switch to the page at least this often */
 	int need_lines;          /* most reads must be served by a counter line (not kernel records) */
+	int need_wide;           /* the process must have held offsets too wide to serve (windup step "wide") */
 };
 
 struct sim_result {
@@ -87,6 +89,7 @@ struct sim_result {
 	uint64_t reads_after_death; /* reads completed after a thread died (SIM_FOREVER) */
 	uint64_t soft;           /* accuracy_soft: G1/G5 misses counted but not failed */
 	uint64_t joins;          /* switches of the process to the page */
+	uint64_t wide;           /* windups that found the offsets too wide to serve */
 	char first[512];
 };
 
@@ -97,6 +100,10 @@ void sim_add_stall(struct sim_config *cfg, int thread, const char *step, int occ
 /* As a stall, but the thread takes the time itself, running (slow code, not
  * a preemption): no other thread runs meanwhile. */
 void sim_add_slow(struct sim_config *cfg, int thread, const char *step, int occurrence, int64_t duration);
+/* Every hit of `step` at virtual times in [from, to) stalls the thread for
+ * `duration` (busy: slows it down by that much, as sim_add_slow). */
+void sim_add_window(struct sim_config *cfg, int thread, const char *step, int64_t duration, int busy, int64_t from,
+		    int64_t to);
 
 /* The protocol steps a writer passes through (for stall sweeps). */
 extern const char *const sim_writer_steps[];

@@ -117,6 +117,7 @@ struct daemon {
 	uint64_t jumps[3];
 	uint64_t distrust_until, distrust_ns;
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
+	int slow_offsets;         /* test seam: the sampler's REALTIME/BOOTTIME reads sleep first */
 	int64_t last_off_boot;
 	uint64_t grid0;           /* the ticks are grid0 + k * tick_ns (a periodic timer) */
 	uint64_t due_armed;       /* one-shot wakeup before the next tick, 0 when none */
@@ -185,6 +186,11 @@ static int64_t kread_ns(clockid_t id)
 static int64_t sampler_kread(void *ctx, clockid_t id)
 {
 	(void)ctx;
+	if (D.slow_offsets && (id == CLOCK_REALTIME || id == CLOCK_BOOTTIME)) {
+		/* test seam: as if preempted inside every offset bracket */
+		struct timespec pause = {0, 200000};
+		nanosleep(&pause, NULL);
+	}
 	return kread_ns(id);
 }
 
@@ -266,15 +272,6 @@ static int windup(uint64_t noticed)
 		th_sample_offsets(&D.sp, &o);
 		fl |= th_disc_observe_offsets(&D.disc, &o);
 	}
-	if (th_disc_offsets_wide(&D.disc)) {
-		if (!D.wide_logged)
-			logmsg(LOG_WARNING, "REALTIME/BOOTTIME offsets not measured to within %lld ns "
-			       "(the kernel's reads are slow or preempted): not publishing until they are",
-			       (long long)D.disc.cfg.max_offset_err_ns);
-		D.wide_logged = 1;
-		return 0;
-	}
-	D.wide_logged = 0;
 	if (D.last_off_boot && smp.off_boot - D.last_off_boot > 1000000) {
 		logmsg(LOG_NOTICE, "resume detected: BOOTTIME - MONOTONIC grew by %lld ms",
 		       (long long)((smp.off_boot - D.last_off_boot) / 1000000));
@@ -297,6 +294,15 @@ static int windup(uint64_t noticed)
 		logmsg(LOG_INFO, "REALTIME stepped by %lld us: followed (epoch %u)",
 		       (long long)((D.disc.off_real - old_off_real) / 1000), (unsigned)D.disc.epoch);
 	}
+	if (th_disc_offsets_wide(&D.disc)) {
+		if (!D.wide_logged)
+			logmsg(LOG_WARNING, "REALTIME/BOOTTIME offsets not measured to within %lld ns "
+			       "(the kernel's reads are slow or preempted): not publishing until they are",
+			       (long long)D.disc.cfg.max_offset_err_ns);
+		D.wide_logged = 1;
+		return 0;
+	}
+	D.wide_logged = 0;
 
 	struct th_rec_val v;
 	if (!ctr) {
@@ -721,6 +727,7 @@ static void make_fds(void)
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGHUP);
 	sigaddset(&set, SIGUSR1);
+	sigaddset(&set, SIGUSR2);
 	if (sigprocmask(SIG_BLOCK, &set, NULL) != 0)
 		die("sigprocmask: %s", strerror(errno));
 	D.sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -1086,6 +1093,10 @@ int main(int argc, char **argv)
 					D.realtime_bias += NS_PER_S;
 					noticed = (uint64_t)kread_ns(CLOCK_MONOTONIC);
 					wind = 1;
+				} else if (si.ssi_signo == SIGUSR2 && D.test_seam) {
+					/* Test seam: offset brackets wide (or
+					 * narrow again). */
+					D.slow_offsets = !D.slow_offsets;
 				}
 			}
 		}

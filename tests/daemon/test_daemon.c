@@ -671,6 +671,79 @@ static void mode_step(void)
 	stop_daemon(pid);
 }
 
+/* 1 when the daemon's log contains `what`. */
+static int log_has(const char *what)
+{
+	FILE *f = fopen(logpath, "re");
+	if (!f)
+		return 0;
+	char line[512];
+	int found = 0;
+	while (!found && fgets(line, sizeof line, f))
+		found = strstr(line, what) != NULL;
+	fclose(f);
+	return found;
+}
+
+/*
+ * Offsets measured only within wide brackets are not published: with the
+ * test seam's sleep before every REALTIME and BOOTTIME read of its samples
+ * (SIGUSR2), a REALTIME step (SIGUSR1) is found by a wide bracket; the
+ * daemon then publishes nothing and beats no heartbeat (clients see it
+ * late) rather than an offset that may be off by the bracket, and once its
+ * brackets are narrow again (SIGUSR2) publishes the step: one new epoch,
+ * the offset moved by the step to within a narrow bracket.
+ */
+static void mode_wide(void)
+{
+	const char *extra[] = {"--test-seam", NULL};
+	pid_t pid = spawn(1, extra);
+	struct th_page_map m;
+	CHECK(attach_wait(&m, 10000 * NS_PER_MS) == 0, "attach");
+	if (!m.hdr) {
+		stop_daemon(pid);
+		return;
+	}
+	struct th_snap s0 = {0}, s1 = {0};
+	unsigned rt = 0;
+	sleep_ns(20 * NS_PER_MS);
+	CHECK(th_snapshot((struct th_timeline *)m.tl, &s0, &rt) == 0, "snapshot");
+	uint64_t steps0 = atomic_load(&m.hdr->steps);
+	kill(pid, SIGUSR2); /* wide brackets */
+	sleep_ns(50 * NS_PER_MS);
+	kill(pid, SIGUSR1); /* a step of +1 s, found by a wide bracket */
+	int64_t lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
+	while (!log_has("not measured to within") && kns(CLOCK_MONOTONIC) < lim)
+		sleep_ns(5 * NS_PER_MS);
+	CHECK(log_has("not measured to within"), "no warning about wide offsets within 5 s");
+	/* Nothing published meanwhile: no heartbeat, no record of the new
+	 * epoch, for ten ticks. */
+	uint64_t hb = hb_of(&m);
+	uint64_t cur = atomic_load(&((struct th_timeline *)m.tl)->cur);
+	sleep_ns(10 * (int64_t)m.tick_ns);
+	CHECK(hb_of(&m) == hb, "heartbeat beaten while the offsets were wide");
+	CHECK(atomic_load(&((struct th_timeline *)m.tl)->cur) == cur, "a record published while the offsets were wide");
+	CHECK(th_snapshot((struct th_timeline *)m.tl, &s1, &rt) == 0 && s1.epoch == s0.epoch,
+	      "epoch %u published while wide (was %u)", s1.epoch, s0.epoch);
+	kill(pid, SIGUSR2); /* narrow again */
+	lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
+	while (hb_of(&m) == hb && kns(CLOCK_MONOTONIC) < lim)
+		sleep_ns(NS_PER_MS);
+	CHECK(hb_of(&m) != hb, "no heartbeat within 5 s of narrow brackets");
+	while (kns(CLOCK_MONOTONIC) < lim &&
+	       !(th_snapshot((struct th_timeline *)m.tl, &s1, &rt) == 0 && s1.epoch != s0.epoch))
+		sleep_ns(NS_PER_MS);
+	int64_t doff = s1.off_real - s0.off_real;
+	CHECK(s1.epoch == (uint16_t)(s0.epoch + 1), "epoch %u -> %u", s0.epoch, s1.epoch);
+	CHECK(atomic_load(&m.hdr->steps) == steps0 + 1, "steps %llu -> %llu", (unsigned long long)steps0,
+	      (unsigned long long)atomic_load(&m.hdr->steps));
+	CHECK(doff > 1000000000LL - 2000 && doff < 1000000000LL + 2000, "REALTIME offset moved by %lld ns, want 1 s",
+	      (long long)doff);
+	printf("wide: step published after narrow brackets, offset moved by %lld ns\n", (long long)doff);
+	th_page_detach(&m);
+	stop_daemon(pid);
+}
+
 static void mode_lifecycle(void)
 {
 	char why[200];
@@ -908,6 +981,8 @@ int main(int argc, char **argv)
 		mode_stop();
 	else if (!strcmp(mode, "step"))
 		mode_step();
+	else if (!strcmp(mode, "wide"))
+		mode_wide();
 	else if (!strcmp(mode, "lifecycle"))
 		mode_lifecycle();
 	else if (!strcmp(mode, "kernel"))

@@ -1236,7 +1236,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int o
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
 	uint64_t C = have ? th_snap_ceiling(&ps, line) : 0, f = floor_ns(p, lines[line]);
-	uint64_t v = th_phi(k, C > f ? C : f, have && ps.bound[line] ? ps.bound[line] : 1000);
+	uint64_t v = th_phi_page(k, C > f ? C : f, have && ps.bound[line] ? ps.bound[line] : 1000);
 	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
 	th_hw_order_after_kread();
 	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))

@@ -68,6 +68,10 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		base = *prev;
 	w->installs++;
 	double max_w = 2 * w->disc->cfg.max_sample_err_ns;
+	/* a fresh line's lag behind the kernel, which page readers rely on
+	 * (th_phi_page) */
+	if (max_w > 2.0 * (TH_PAGE_LAG_NS - 200))
+		max_w = 2.0 * (TH_PAGE_LAG_NS - 200);
 	/* The guard: how far above the kernel at the first sample a TRANSIT
 	 * reader may go without announcing, and so how far ahead the line may
 	 * start. The TRANSIT commit and the two kernel reads after it must fit

@@ -352,6 +352,35 @@ static inline uint64_t th_phi(uint64_t k, uint64_t C, uint64_t bound)
 	return m > k ? m : k;
 }
 
+/*
+ * The most a fresh line lags the kernel within its window: half the width of
+ * its sample's sandwich (th_writer_install takes none wider than
+ * 2 * (TH_PAGE_LAG_NS - 200) ns) plus the rate's uncertainty over the window
+ * (the window is chosen so that it stays under budget_ns / 1.5 = 200 ns).
+ */
+#define TH_PAGE_LAG_NS 600
+
+/*
+ * phi for a reader of the daemon's page: max(k - TH_PAGE_LAG_NS, min(C, k +
+ * bound)). A page reader cannot announce itself, so a daemon preempted
+ * between its sample and its commit publishes its line whatever the page's
+ * readers served from the kernel meanwhile. Served TH_PAGE_LAG_NS behind the
+ * kernel, those values stay at or below the line: it starts at or above the
+ * TRANSIT guard (itself at or above C: install publishes a TRANSIT record
+ * only when C is within the guard of the kernel), and lags the kernel by no
+ * more than TH_PAGE_LAG_NS. A continuation committed late (past the old
+ * line's expiry) starts at C and lags by the old line's error, which
+ * steering keeps within the budget while the kernel's rate holds.
+ * Non-decreasing in k and C, as phi. tests/model/timehands.pml, daemon
+ * world (-DBREAK_PAGE_NO_LAG: phi).
+ */
+static inline uint64_t th_phi_page(uint64_t k, uint64_t C, uint64_t bound)
+{
+	uint64_t m = C < k + bound ? C : k + bound;
+	uint64_t lo = k > TH_PAGE_LAG_NS ? k - TH_PAGE_LAG_NS : 0;
+	return m > lo ? m : lo;
+}
+
 /* ------------------------------------------------------------ writer side */
 
 /* Record contents as the writer builds them (plain integers). */

@@ -55,18 +55,23 @@
  * tests/tiers/model.sh checks with the define.
  *
  * Daemon mode (-DDAEMON): readers never announce (the page is read-only);
- * they serve phi of the page record (shared_value), and read again when the
- * page's word moved during their kernel read. leave_shared and the switch
- * floors are not modelled; the daemon is modelled as the local windup. With
- * -DDAEMON_PROMPT (a daemon never preempted between its sample and its last
- * commit) the safety and progress claims hold: tests/tiers/model.sh, world
- * `prompt`; -DBREAK_PAGE_NO_RECHECK (no second look at the page's word, the
- * code before it) fails there. Without DAEMON_PROMPT ltl monotonic fails: a
- * reader of a TRANSIT record (or of a line past its window) reads the kernel
- * after the daemon's sample and before its commit, serves that, and the
- * committed line, lagging the kernel, returns less afterwards; in local mode
- * that reader would have announced itself and failed the commit (README,
- * Limits).
+ * they serve th_phi_page of the page record (shared_value: the kernel's
+ * reading less LAG, the most a fresh line lags the kernel, unless the
+ * record's ceiling is higher), and read again when the page's word moved
+ * during their kernel read. leave_shared and the switch floors are not
+ * modelled; the daemon is modelled as the local windup. The safety and
+ * progress claims hold (tests/tiers/model.sh, world `daemon`; progress is
+ * not run by default), and with -DDAEMON_PROMPT (a daemon never preempted
+ * between its sample and its last commit), world `prompt`.
+ * -DBREAK_PAGE_NO_LAG (phi of the kernel, the code before th_phi_page) fails
+ * ltl monotonic in world `daemon`: a reader of a TRANSIT record reads the
+ * kernel after the daemon's sample and before its commit, serves that, and
+ * the committed line, lagging the kernel, returns less afterwards (in local
+ * mode that reader would have announced itself and failed the commit).
+ * -DBREAK_PAGE_NO_RECHECK (no second look at the page's word) fails in world
+ * `prompt` without the lag only; with it, that look is a second line of
+ * defence (a continuation committed past the old line's expiry, whose lag
+ * only steering bounds).
  *
  * Spin is sequentially consistent: the model checks the protocol's logic,
  * not its memory ordering; the fences are argued next to the code.
@@ -87,7 +92,8 @@
  *                         of clamping counters below it to the base
  *   -DBREAK_NO_RANGE      serve counters beyond a record's window
  *   -DBREAK_PAGE_NO_RECHECK  (daemon mode) no second look at the page's word
- *                         after the kernel read
+ *                         after the kernel read (with -DBREAK_PAGE_NO_LAG)
+ *   -DBREAK_PAGE_NO_LAG   (daemon mode) page readers serve phi of the kernel
  *
  * Bounds (defines): RING, NR readers, NREADS, MAXT, NWINDUPS (windups in all:
  * the daemon's, or in local mode those of readers 0 .. WINDERS-1), TRIES,
@@ -134,6 +140,9 @@
 #define GUARD 1         /* TRANSIT guard above phi of the kernel */
 #define LMAX 1          /* steering keeps a line within this of the kernel */
 #define EPS (LMAX + GUARD + TOL + WIN)
+#ifndef LAG
+#define LAG LMAX        /* TH_PAGE_LAG_NS: the most a fresh line lags the kernel */
+#endif
 
 #define K_EMPTY 0
 #define K_LINE 1
@@ -739,7 +748,18 @@ inline kernel_value(ok)
 	if
 	:: cslot != ls || cseq != lq -> ok = false
 	:: else -> skip
-	fi
+	fi;
+#endif
+#ifndef BREAK_PAGE_NO_LAG
+	/* th_phi_page: a page reader cannot announce, so what it serves from
+	 * the kernel stays LAG behind it (max(k - LAG, min(C, k + bound))):
+	 * a line the daemon commits later, however late, lags the kernel by
+	 * at most LAG and starts at or above the guard, which is at or above
+	 * C. -DBREAK_PAGE_NO_LAG: phi of the kernel, the code before. */
+	d_step {
+		val = (C < k + c_bound -> C : k + c_bound);
+		val = (val > k - LAG -> val : k - LAG)
+	}
 #endif
 #else
 	if

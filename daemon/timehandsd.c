@@ -266,12 +266,7 @@ static int windup(uint64_t noticed)
 	 * sample preempted): measured again now, and if still wide, nothing
 	 * is published this tick: a page record carries no flags, and its
 	 * offsets would be served as they are (th_disc_offsets_wide). */
-	for (int i = 0; i < 8 && th_disc_offsets_wide(&D.disc); i++) {
-		struct th_sample o;
-		memset(&o, 0, sizeof o);
-		th_sample_offsets(&D.sp, &o);
-		fl |= th_disc_observe_offsets(&D.disc, &o);
-	}
+	fl |= th_sample_offsets_again(&D.sp, &D.disc);
 	if (D.last_off_boot && smp.off_boot - D.last_off_boot > 1000000) {
 		logmsg(LOG_NOTICE, "resume detected: BOOTTIME - MONOTONIC grew by %lld ms",
 		       (long long)((smp.off_boot - D.last_off_boot) / 1000000));

@@ -67,6 +67,18 @@ void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int ful
 	}
 }
 
+int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d)
+{
+	int fl = 0;
+	for (int i = 0; i < 8 && th_disc_offsets_wide(d); i++) {
+		struct th_sample o;
+		memset(&o, 0, sizeof o);
+		th_sample_offsets(sp, &o);
+		fl |= th_disc_observe_offsets(d, &o);
+	}
+	return fl;
+}
+
 void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 {
 	int64_t maxhw = (int64_t)sp->max_err_ns;

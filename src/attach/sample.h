@@ -29,9 +29,13 @@ struct th_sampler {
  */
 void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int full);
 
-/* Only the REALTIME and BOOTTIME brackets of th_take_sample (a publisher
- * measuring them again: th_disc_offsets_wide). */
+/* Only the REALTIME and BOOTTIME brackets of th_take_sample. */
 void th_sample_offsets(struct th_sampler *sp, struct th_sample *s);
+
+/* A publisher whose page records carry no flags (timehandsd): the offsets
+ * measured again, up to 8 times, while th_disc_offsets_wide. Returns the
+ * TH_OBS_* flags of those observations. */
+int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d);
 
 /* Just the kernel's values a TRANSIT guard needs. */
 void th_quick_sample(struct th_sampler *sp, struct th_sample *s);

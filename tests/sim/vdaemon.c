@@ -100,12 +100,7 @@ void vd_windup(void)
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
 	/* As timehandsd: offsets measured again while wide, and no
 	 * publication (no heartbeat) while they stay wide. */
-	for (int i = 0; i < 8 && th_disc_offsets_wide(&V.disc); i++) {
-		struct th_sample o;
-		memset(&o, 0, sizeof o);
-		th_sample_offsets(&V.sp, &o);
-		fl |= th_disc_observe_offsets(&V.disc, &o);
-	}
+	fl |= th_sample_offsets_again(&V.sp, &V.disc);
 	if (th_disc_offsets_wide(&V.disc))
 		return;
 	struct th_rec_val v;

@@ -400,7 +400,7 @@ static void sc_wide_offsets_shared(struct sim_config *c)
  * daemon, as slow, never publishes. */
 static void sc_wide_always(struct sim_config *c)
 {
-	c->need_wide = 1;
+	c->need_wide = 2; /* and th_status says why */
 	c->daemon = 1;
 	sim_add_slow(c, -1, "kread", 0, 600);
 	sim_add_event(c, 100 * MS, EV_STEP_REAL, -7 * S, 0);

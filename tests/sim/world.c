@@ -927,6 +927,17 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 		fprintf(stderr, "sim: no windup found the offsets too wide to serve: the run tested nothing\n");
 		res->violations++;
 	}
+	if (cfg->need_wide == 2) {
+		/* what `timehands status` shows (the threads are gone: no lock
+		 * holder, no switch) */
+		struct th_status st;
+		memset(&st, 0, sizeof st);
+		if (th_status(&st, sizeof st) != 0 || !strstr(st.reason, "offsets not yet measured closely")) {
+			fprintf(stderr, "sim: offsets still too wide to serve, but status says \"%s\" (mode %u)\n",
+				st.reason, st.mode);
+			res->violations++;
+		}
+	}
 	if (res->joins < (uint64_t)cfg->min_joins) {
 		fprintf(stderr, "sim: the process switched to the page %llu times, fewer than %d\n",
 			(unsigned long long)res->joins, cfg->min_joins);

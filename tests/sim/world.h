@@ -76,7 +76,8 @@ struct sim_config {
 				    see them advance, with nothing else refreshing the records) */
 	int min_joins;           /* the process must switch to the page at least this often */
 	int need_lines;          /* most reads must be served by a counter line (not kernel records) */
-	int need_wide;           /* the process must have held offsets too wide to serve (windup step "wide") */
+	int need_wide;           /* the process must have held offsets too wide to serve (windup step "wide");
+				  * 2: and still at the end, th_status saying why */
 };
 
 struct sim_result {

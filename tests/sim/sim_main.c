@@ -394,6 +394,15 @@ static void sc_wide_offsets_shared(struct sim_config *c)
 	sim_add_stall(c, 0, "kread", 0, 5 * MS);
 }
 
+/* suspend's resumes (BOOTTIME moves on) measured with wide brackets: every
+ * kernel read preempted for 20 us from just before the first suspend on. */
+static void sc_wide_suspend(struct sim_config *c)
+{
+	sc_suspend(c);
+	c->need_wide = 1;
+	sim_add_window(c, -1, "kread", 20000, 0, 59 * MS, c->duration_ns);
+}
+
 /* Every kernel read takes 600 ns (a vDSO that makes the system call, on a
  * slow virtual machine): the brackets are never narrow enough; REALTIME,
  * BOOTTIME and TAI are the kernel's throughout, across a REALTIME step. The
@@ -440,6 +449,7 @@ static const struct scenario scenarios[] = {
 	{"wide-offsets", sc_wide_offsets},
 	{"wide-offsets-shared", sc_wide_offsets_shared},
 	{"wide-always", sc_wide_always},
+	{"wide-suspend", sc_wide_suspend},
 };
 #define NSCEN (sizeof scenarios / sizeof *scenarios)
 

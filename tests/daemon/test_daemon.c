@@ -596,16 +596,37 @@ static int first_with_epoch(const struct th_page_map *m, uint16_t epoch, struct 
 	return found;
 }
 
-static void mode_step(void)
+/* The daemon with its test seam, and its page attached; -1 (checked) if
+ * the page could not be attached. */
+static pid_t spawn_seam(struct th_page_map *m)
 {
 	const char *extra[] = {"--test-seam", NULL};
 	pid_t pid = spawn(1, extra);
-	struct th_page_map m;
-	CHECK(attach_wait(&m, 10000 * NS_PER_MS) == 0, "attach");
-	if (!m.hdr) {
+	CHECK(attach_wait(m, 10000 * NS_PER_MS) == 0, "attach");
+	if (!m->hdr) {
 		stop_daemon(pid);
-		return;
+		return -1;
 	}
+	return pid;
+}
+
+/* s1 follows s0 by one REALTIME step of the seam (+1 s): the next epoch,
+ * the offset moved by 1 s to within two narrow brackets. */
+static int64_t check_seam_step(const struct th_snap *s0, const struct th_snap *s1)
+{
+	int64_t doff = s1->off_real - s0->off_real;
+	CHECK(s1->epoch == (uint16_t)(s0->epoch + 1), "epoch %u -> %u", s0->epoch, s1->epoch);
+	CHECK(doff > 1000000000LL - 2000 && doff < 1000000000LL + 2000, "REALTIME offset moved by %lld ns, want 1 s",
+	      (long long)doff);
+	return doff;
+}
+
+static void mode_step(void)
+{
+	struct th_page_map m;
+	pid_t pid = spawn_seam(&m);
+	if (pid < 0)
+		return;
 	int ok = 0;
 	for (int attempt = 0; attempt < 3 && !ok; attempt++) {
 		struct th_snap s0 = {0}, s1 = {0};
@@ -633,10 +654,7 @@ static void mode_step(void)
 		 * whatever its kind (a daemon slowed down, under a sanitizer,
 		 * publishes kernel-mode records, whose samples are not kept) */
 		int64_t t_epoch = kns(CLOCK_MONOTONIC);
-		int64_t doff = s1.off_real - s0.off_real;
-		CHECK(s1.epoch == (uint16_t)(s0.epoch + 1), "epoch %u -> %u", s0.epoch, s1.epoch);
-		CHECK(doff > 1000000000LL - 2000 && doff < 1000000000LL + 2000, "REALTIME offset moved by %lld ns, want 1 s",
-		      (long long)doff);
+		check_seam_step(&s0, &s1);
 		/* A reader sees the stepped REALTIME at once. */
 		int64_t a = kns(CLOCK_REALTIME);
 		uint64_t w;
@@ -696,14 +714,10 @@ static int log_has(const char *what)
  */
 static void mode_wide(void)
 {
-	const char *extra[] = {"--test-seam", NULL};
-	pid_t pid = spawn(1, extra);
 	struct th_page_map m;
-	CHECK(attach_wait(&m, 10000 * NS_PER_MS) == 0, "attach");
-	if (!m.hdr) {
-		stop_daemon(pid);
+	pid_t pid = spawn_seam(&m);
+	if (pid < 0)
 		return;
-	}
 	struct th_snap s0 = {0}, s1 = {0};
 	unsigned rt = 0;
 	sleep_ns(20 * NS_PER_MS);
@@ -733,12 +747,9 @@ static void mode_wide(void)
 	while (kns(CLOCK_MONOTONIC) < lim &&
 	       !(th_snapshot((struct th_timeline *)m.tl, &s1, &rt) == 0 && s1.epoch != s0.epoch))
 		sleep_ns(NS_PER_MS);
-	int64_t doff = s1.off_real - s0.off_real;
-	CHECK(s1.epoch == (uint16_t)(s0.epoch + 1), "epoch %u -> %u", s0.epoch, s1.epoch);
+	int64_t doff = check_seam_step(&s0, &s1);
 	CHECK(atomic_load(&m.hdr->steps) == steps0 + 1, "steps %llu -> %llu", (unsigned long long)steps0,
 	      (unsigned long long)atomic_load(&m.hdr->steps));
-	CHECK(doff > 1000000000LL - 2000 && doff < 1000000000LL + 2000, "REALTIME offset moved by %lld ns, want 1 s",
-	      (long long)doff);
 	printf("wide: step published after narrow brackets, offset moved by %lld ns\n", (long long)doff);
 	th_page_detach(&m);
 	stop_daemon(pid);

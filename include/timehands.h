@@ -118,6 +118,7 @@ struct th__fast {
 	const void *tl;                  /* minor >= 2: this process's own timeline */
 	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
 	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
+	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first */
 };
 const struct th__fast *th__fast(void);
 /* The timeline layout the header's inline fine reads know (below): the page
@@ -173,12 +174,14 @@ static inline time_t th__time_inline(time_t *t)
  * *_RELAXED ids) and th_gettimeofday() without a timezone read the current
  * record where they are called, without the call into the library, on
  * x86-64 and arm64. It is the library's own fast read (src/attach/proc.h,
- * th__read_tl_v), step for step: the same fence, the same generation
- * protocol, the same window, the same arithmetic, the same re-check that the
- * process still reads the daemon's page after copying it. Anything else (a
- * record being written or superseded, a kernel-mode record, a counter
- * outside the window, a G3 floor to raise, a library whose timeline layout
- * is not TH__TL_ABI) is the library call. The layout is the page format's
+ * th__read_ctr and th__read_tl_v), step for step: the same fence, the
+ * counter read first, the same generation protocol, the same window, the
+ * same arithmetic, the same re-check that the process still reads the
+ * daemon's page after copying it. Anything else (a process that may not read
+ * the counter first, or not yet attached; a record being written or
+ * superseded, a kernel-mode record, a counter outside the window, a G3 floor
+ * to raise, a library whose timeline layout is not TH__TL_ABI) is the
+ * library call. The layout is the page format's
  * (fixed-width, versioned with it; see TH__TL_* above): the timeline's word
  * `cur` at offset 0, then TH__TL_RING records of TH__TL_REC bytes from
  * offset TH__TL_RINGOFF; src/attach/local.c checks each offset used here.
@@ -196,8 +199,13 @@ struct th__fine_ctx {
 	const unsigned char *tl, *page_tl;
 	const uint64_t *g3;
 	const uint32_t *sh_delta;
+	const uint32_t *ctr_early;
 };
-static struct th__fine_ctx th__fine_cache;
+/* ctr_early: where the library says whether the counter may be read first
+ * (th__fast minor >= 3); until then, and with an older library, a word that
+ * says no. */
+static const uint32_t th__ctr_late = 0;
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late};
 static inline const unsigned char *th__tl_get(void)
 {
 	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
@@ -206,6 +214,8 @@ static inline const unsigned char *th__tl_get(void)
 		const struct th__fast *f = th__fast();
 		int ok = f->abi == TH__FAST_ABI && f->minor >= 2 && f->tl_abi == TH__TL_ABI && f->tl && f->g3;
 		if (ok) {
+			if (f->minor >= 3 && f->ctr_early)
+				__atomic_store_n(&th__fine_cache.ctr_early, f->ctr_early, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
@@ -232,18 +242,37 @@ static inline uint64_t th__ctr(void)
 }
 #endif
 
+/* Whether this process may read the counter (the library's ctr_early): the
+ * inline reads take it first, right after the fence, or leave the read to
+ * the library (before the first attach, a counter the process may not or
+ * need not read). Relaxed: it orders nothing (a thread that has not yet seen
+ * it set calls the library). */
+static inline int th__ctr_early(void)
+{
+	return __atomic_load_n(__atomic_load_n(&th__fine_cache.ctr_early, __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0;
+}
+
+/* The counter, first: the compiler barrier keeps the loads that find the
+ * record after it in program order (the fence before it is the ordering). */
+static inline uint64_t th__ctr_first(void)
+{
+	uint64_t c = th__ctr();
+	__asm__ volatile("" ::: "memory");
+	return c;
+}
+
 #define TH__LD(type, p, off) __atomic_load_n((const type *)(const void *)((p) + (off)), __ATOMIC_RELAXED)
 
 /*
  * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
- * shared slot, the counter read by `ctr`: 1 with (*sec, *nsec), or 0 when
- * the library must read.
+ * shared slot, with the counter `c` read before it (as the library's
+ * th__read_ctr does where the process may read the counter at all): 1 with
+ * (*sec, *nsec), or 0 when the library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
-							      int ck, uint64_t (*ctr)(void), int64_t *osec,
-							      int64_t *onsec)
+							      int ck, uint64_t c, int64_t *osec, int64_t *onsec)
 {
 	/* Acquire: the record (or the page mapping and the floors of the
 	 * switch) is loaded after the word that names it; pairs with the
@@ -296,7 +325,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * (computed while the counter is read) plus c * rate: one multiply
 	 * after the counter. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	uint64_t c = ctr();
 	int64_t d = (int64_t)(c - anchor);
 	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
 		return 0;
@@ -330,7 +358,9 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	if (ordered)
 		TH__CTR_FENCE();
 	int64_t sec, n;
-	if (__builtin_expect(ts != 0, 1) && __builtin_expect(th__fine_rec(th__tl_get(), &th__fine_cache, ck, th__ctr, &sec, &n), 1)) {
+	const unsigned char *tl = th__tl_get();
+	if (__builtin_expect(ts != 0 && th__ctr_early(), 1) &&
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr_first(), &sec, &n), 1)) {
 		ts->tv_sec = (time_t)sec;
 		ts->tv_nsec = (long)n;
 		return 0;
@@ -356,8 +386,9 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 {
 	TH__CTR_FENCE();
 	int64_t sec, n;
-	if (__builtin_expect(tv != 0 && tz == 0, 1) &&
-	    __builtin_expect(th__fine_rec(th__tl_get(), &th__fine_cache, 1, th__ctr, &sec, &n), 1)) {
+	const unsigned char *tl = th__tl_get();
+	if (__builtin_expect(tv != 0 && tz == 0 && th__ctr_early(), 1) &&
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr_first(), &sec, &n), 1)) {
 		tv->tv_sec = (time_t)sec;
 		tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
 		return 0;

@@ -23,16 +23,20 @@
  * prologue; th_clock_gettime only dispatches (tail calls). */
 #define FINE(name, ck, ordered)                                                   \
 	static __attribute__((noinline)) int name##_page(struct timespec *ts,     \
-							 uint64_t lc)             \
+							 uint64_t lc, uint64_t c, \
+							 int early)               \
 	{                                                                         \
-		return th__read_page(ck, ordered, ts, lc);                        \
+		return th__read_page(ck, ordered, ts, lc, c, early);              \
 	}                                                                         \
 	static __attribute__((noinline)) int name(struct timespec *ts)            \
 	{                                                                         \
-		uint64_t cur = th__read_cur(ordered);                             \
+		uint64_t c;                                                       \
+		int early = th__read_ctr(ordered, &c);                            \
+		uint64_t cur = th__read_cur();                                    \
 		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
-			return name##_page(ts, cur);                              \
-		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0);        \
+			return name##_page(ts, cur, c, early);                    \
+		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0, c,      \
+				   early);                                        \
 	}
 FINE(get_monotonic, TH_CK_MONO, 1)
 FINE(get_realtime, TH_CK_REAL, 1)

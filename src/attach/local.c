@@ -878,6 +878,9 @@ static void reset_writer(struct th_proc *p)
 		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
 	th_disc_init(&p->disc, &dc);
 	p->counter_usable = p->trust.usable;
+	/* Relaxed: see th_proc.ctr_early (a fork child recomputes it here from
+	 * the same trust). */
+	atomic_store_explicit(&p->ctr_early, (uint32_t)(p->counter_usable && !p->passthrough), memory_order_relaxed);
 	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
 	p->wr = (struct th_writer){.tl = &p->tl, .disc = &p->disc, .sp = &p->sp, .tick_ns = p->tick_ns};
 	memset(p->jumps, 0, sizeof p->jumps);
@@ -889,16 +892,18 @@ static void reset_writer(struct th_proc *p)
 
 /* The inline th_time() of the public header reads this. */
 /* minor 2: the timeline and the G3 floor, for the header's inline fine
- * reads (fixed addresses: set here, before any read). The simulation has
+ * reads (fixed addresses: set here, before any read); minor 3: whether they
+ * may read the counter first (th_proc.ctr_early). The simulation has
  * its own counter: no inline reads there. */
 #if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
 #define TH_INLINE_TL_ABI 0
 #else
 #define TH_INLINE_TL_ABI TH__TL_ABI
 #endif
-static struct th__fast fast_state = {TH__FAST_ABI, 2, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+static struct th__fast fast_state = {TH__FAST_ABI, 3, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
-				      (const uint32_t *)(const void *)&th__P.sh_delta};
+				      (const uint32_t *)(const void *)&th__P.sh_delta,
+				      (const uint32_t *)(const void *)&th__P.ctr_early};
 
 /* The header's inline reader reads the record at the offsets of the page
  * format; these are the ones it uses. */
@@ -1535,17 +1540,17 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 }
 
 /* The fine read from the daemon's page, one copy per clock. */
-struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc)
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	switch (ck) {
-	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc);
-	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc);
-	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc);
-	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc);
-	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc);
+	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc, c, early);
+	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc, c, early);
+	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc, c, early);
+	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc, c, early);
+	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc, c, early);
 	}
 }
 

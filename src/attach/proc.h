@@ -94,6 +94,17 @@ struct th_proc {
 	 * before the release CAS of the switch; set with a release store. */
 	_Atomic uint64_t sh_fresh_fast;
 
+	/* 1 while fast readers may read the counter before they look for
+	 * their record (th__read_ctr): set at attach where the trust allows
+	 * the counter, so that a process whose counter may not be read
+	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
+	 * not attached yet never reads it on a path that ends in the kernel.
+	 * Relaxed: it orders nothing; either value gives a correct read (the
+	 * counter taken before or after the copy, both served by the
+	 * protocol, tests/model/timehands.pml). The header's inline reads
+	 * find it through th__fast(). */
+	_Atomic uint32_t ctr_early;
+
 	/* Set at attach, read-only afterwards (published by the release
 	 * store of th_wipe.state). */
 	int inited;
@@ -165,7 +176,7 @@ struct th_tv {
 	int64_t nsec;
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
-struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
@@ -190,12 +201,16 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
  * caller loaded (after the ordered read's fence). Copies only the fields this
  * clock needs under the generation protocol (see th_snapshot for the pairing
- * of each fence), then reads the counter: a record stays exact over its whole
- * window even after it has been superseded, so the counter need not be taken
- * inside the copy's window; the window reaches below the writer's sample, so
- * a counter taken a few nanoseconds before the copy completes is still
- * served. The result is the anchor's (sec, nsec) plus a delta of at most a
- * window: no division. A REALTIME reading raises the G3 floor here.
+ * of each fence). The counter `c` was read before the word (th__read_ctr,
+ * `early`), or is read here after the copy: a record stays exact over its
+ * whole window even after it has been superseded, so the counter need not be
+ * taken inside the copy's window, and the window reaches below the writer's
+ * sample, so a counter taken before the record was published is served
+ * where it lies inside it (and is the slow path's otherwise). Either way the
+ * counter is read after the fence and before the read returns, which is all
+ * G1 and G2 need (the Spin model checks both positions). The result is the
+ * anchor's (sec, nsec) plus a delta of at most a window: no division. A
+ * REALTIME reading raises the G3 floor here.
  * `shared`: reading the daemon's page; the switch to it waited until the
  * page's line was above everything this process had returned, so no floor
  * is needed here (the slow paths still apply the floors). `lc` is then the
@@ -205,7 +220,7 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  */
 static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
 									int ck, int ordered, const int shared,
-									uint64_t lc)
+									uint64_t lc, uint64_t c, int early)
 {
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
 	TH_STEP("read_gen");
@@ -249,9 +264,11 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * the counter is read, one multiply follows the counter (the sign of
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	TH_STEP("read_counter");
-	/* Ordered reads issued the fence before the copy. */
-	uint64_t c = th_hw_ctr_relaxed();
+	if (!early) {
+		TH_STEP("read_counter");
+		/* Ordered reads issued the fence before the copy. */
+		c = th_hw_ctr_relaxed();
+	}
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
 		return th__fine_slow_v(ck, ordered);
@@ -268,22 +285,43 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 
 static inline __attribute__((always_inline)) int th__read_tl(struct th_timeline *tl, uint64_t cur, int ck,
 							     int ordered, struct timespec *ts, const int shared,
-							     uint64_t lc)
+							     uint64_t lc, uint64_t c, int early)
 {
-	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared, lc);
+	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared, lc, c, early);
 	ts->tv_sec = (time_t)v.sec;
 	ts->tv_nsec = (long)v.nsec;
 	return 0;
 }
 
-/* The local word, after the ordered read's fence (issued before any load of
- * the read, so that the copy and the counter read overlap). Acquire: the
- * page area is mapped and the shared floors set before the word names the
- * shared slot (the switch's release CAS). */
-static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
+/*
+ * The start of a fast read: the ordered read's fence (issued before any load
+ * of the read, so that the copy and the counter read overlap), then, where
+ * the process may read the counter (ctr_early), the counter at once: 1 with
+ * *c. Issued first, the RDTSC (or MRS) is not queued behind the loads that
+ * find the record, which costs about a nanosecond where the fence lets
+ * nothing after it start before it completes. 0: th__read_tl_v reads it
+ * after the copy, and only for a line.
+ */
+static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint64_t *c)
 {
 	if (ordered)
 		th_hw_ctr_fence();
+	if (TH_UNLIKELY(!atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed))) {
+		*c = 0;
+		return 0;
+	}
+	TH_STEP("read_counter");
+	*c = th_hw_ctr_relaxed();
+	/* A compiler barrier: the loads that find the record stay after the
+	 * counter in program order (the fence above is the ordering). */
+	atomic_signal_fence(memory_order_seq_cst);
+	return 1;
+}
+
+/* The local word. Acquire: the page area is mapped and the shared floors
+ * set before the word names the shared slot (the switch's release CAS). */
+static inline __attribute__((always_inline)) uint64_t th__read_cur(void)
+{
 	TH_STEP("read_cur");
 	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 }
@@ -291,11 +329,12 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 /* The read of the daemon's page, for a function of one clock (api.c); `lc`:
  * the local word, which named the shared slot. */
 static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts,
-							       uint64_t lc)
+							       uint64_t lc, uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc);
+	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, c,
+			   early);
 }
 
 /*
@@ -306,10 +345,12 @@ static inline __attribute__((always_inline)) int th__read_page(int ck, int order
  */
 static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int ordered)
 {
-	uint64_t cur = th__read_cur(ordered);
+	uint64_t c;
+	int early = th__read_ctr(ordered, &c);
+	uint64_t cur = th__read_cur();
 	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
-		return th__fine_shared_v(ck, ordered, cur);
-	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0);
+		return th__fine_shared_v(ck, ordered, cur, c, early);
+	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 
 static inline __attribute__((always_inline)) int th__fine(int ck, int ordered, struct timespec *ts)

@@ -73,6 +73,19 @@
  * defence (a continuation committed past the old line's expiry, whose lag
  * only steering bounds).
  *
+ * -DEARLY_COUNTER: readers take the counter right after the ordered read's
+ * fence, before they load `cur` (th__read_ctr, and the header's inline read,
+ * where the process may read the counter: th_proc.ctr_early), instead of
+ * after the copy: any number of commits may come between the counter and
+ * the record. -DCOUNTER_EITHER: each read takes one of the two orders (a
+ * thread that has not yet seen ctr_early set reads late). Without either,
+ * the order of a process whose counter may not be read early. The hardware
+ * may also take the counter anywhere between the two (RDTSC is not ordered
+ * with later loads); the tier checks the two ends. (Serving a counter below
+ * a record's window, which only an early counter can be, breaks no claim
+ * here: it was taken after the read started; the code refuses it for the
+ * line's precision and its 64-bit arithmetic.)
+ *
  * Spin is sequentially consistent: the model checks the protocol's logic,
  * not its memory ordering; the fences are argued next to the code.
  *
@@ -792,6 +805,16 @@ inline kernel_value(ok)
 /* th__fine_ts, then th__fine_slow when the fast path does not serve */
 inline fine_read()
 {
+#if defined(EARLY_COUNTER)
+	/* read_counter, right after the ordered read's fence: the counter
+	 * may be taken any time before the record is found */
+	tick(c);
+#elif defined(COUNTER_EITHER)
+	if
+	:: tick(c); early = true
+	:: early = false
+	fi;
+#endif
 	/* fast path: read_cur */
 	d_step { ls = cslot; lq = cseq };
 	/* read_gen */
@@ -803,8 +826,15 @@ inline fine_read()
 	if
 	:: GEN_OK && ring[ls].gen == g && c_ddue - c_dlo != 0 ->
 		assert(!torn);
+#if defined(COUNTER_EITHER)
+		if
+		:: !early -> tick(c) /* read_counter */
+		:: else -> skip
+		fi;
+#elif !defined(EARLY_COUNTER)
 		/* read_counter */
 		tick(c);
+#endif
 		d = c - c_anchor;
 #ifdef BREAK_NO_RANGE
 		if
@@ -895,7 +925,7 @@ proctype reader(byte me)
 	byte ls, lq, g, t, pass, ftag, c_kind, c_lo, c_hi, n, ret, bs, bq;
 	short c_anchor, c_dlo, c_ddue, c_base, c_dhi, c_ceil, c_guard, c_bound, c_due;
 	short c, d, k, C, val, v, t0;
-	bool torn, have, did;
+	bool torn, have, did, early;
 	do
 	:: n < (me == 0 -> NREADS : 1) ->
 		n++;

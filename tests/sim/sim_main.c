@@ -533,6 +533,10 @@ static int parse_stall(char *arg, int busy)
 	return 0;
 }
 
+/* Runs that asked th_status with the offsets still too wide (need_wide == 2),
+ * of all that asked it: the reason's check must not pass only vacuously. */
+static int status_wide_runs, status_runs;
+
 static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 {
 	struct sim_config c;
@@ -543,6 +547,10 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 			      extra_stalls[i].duration);
 	struct sim_result r;
 	sim_run(&c, &r);
+	if (c.need_wide == 2) {
+		status_runs++;
+		status_wide_runs += r.wide_at_end;
+	}
 	if (verbose || r.violations)
 		printf("%-17s seed %-6llu reads %-7llu windups %-5llu slow %-5llu kernel reads %-7llu worst G1 %lld ns"
 		       "  violations %llu (G1 %llu G2 %llu G3 %llu G4 %llu G5 %llu)%s%s\n",
@@ -667,6 +675,13 @@ int main(int argc, char **argv)
 		double el = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
 		if (seconds > 0 ? el >= seconds : (int)k + 1 >= seeds)
 			break;
+	}
+	if (status_runs) {
+		printf("%d of %d runs asked th_status with the offsets still too wide\n", status_wide_runs, status_runs);
+		if (status_runs >= 10 && status_wide_runs * 2 < status_runs) {
+			printf("too few: the status check ran mostly with narrow offsets\n");
+			bad++;
+		}
 	}
 	printf("%d runs, %d failing\n", runs, bad);
 	return bad ? 1 : 0;

@@ -91,6 +91,7 @@ struct sim_result {
 	uint64_t soft;           /* accuracy_soft: G1/G5 misses counted but not failed */
 	uint64_t joins;          /* switches of the process to the page */
 	uint64_t wide;           /* windups that found the offsets too wide to serve */
+	int wide_at_end;         /* need_wide == 2: the offsets were still too wide when status was asked */
 	char first[512];
 };
 

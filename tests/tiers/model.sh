@@ -6,29 +6,39 @@
 #                  kernel) with ltl safety (monotonic across reads, and
 #                  bounded_retries: a read retries at most 2 x (commits made
 #                  while it runs) + PASSES times); reader 0 reads twice and is
-#                  the only one that winds up (WINDERS=1), reader 1 reads once
-#                  (6.4e7 states, ~150-200 s, 4 GB);
+#                  the only one that winds up (WINDERS=1), reader 1 reads once;
+#                  readers take the counter first (-DEARLY_COUNTER, the code's
+#                  order where the process may read the counter), so that any
+#                  commits may come between a reader's counter and its record
+#                  (1.7e8 states, ~350 s, 10 GB; with the counter after the
+#                  copy 6.4e7 states, ~150-200 s);
 #   stall:safety   the same claims with reader 1 the only winder (WFIRST=1
 #                  WINDERS=2): reader 0 can be stalled anywhere in its two
 #                  reads while records are committed under it (the world in
 #                  which a reader took a rewritten slot for the current one);
+#                  the counter after the copy (a process that may not read it
+#                  first; with -DEARLY_COUNTER this world exceeds 2.7e8 states
+#                  and 600 s);
 #   small:progress every read completes under weak fairness, with a winder
 #                  that may die at any step (MAXT=3, one windup, one read
-#                  each; ~4e6 states, under a minute);
+#                  each); each read takes the counter first or after the copy
+#                  (-DCOUNTER_EITHER; so do prompt and daemon; 3.1e7 states,
+#                  ~140 s);
 #   prompt:safety, prompt:progress  the daemon world (-DDAEMON: page
 #                  readers never announce, serve phi of the page record and
 #                  read again when the page's word moved during their kernel
 #                  read) with a daemon never preempted inside a windup
 #                  (-DDAEMON_PROMPT): one reader reading twice, stalled
-#                  anywhere across the daemon's windups (4.6e5 states, ~10 s;
-#                  progress with a daemon that may die, 5.2e6, ~30 s);
+#                  anywhere across the daemon's windups (1.3e6 states, ~10 s;
+#                  progress with a daemon that may die, 1.5e7, ~60 s);
 #                  neither leave_shared nor the switch floors are modelled;
 #   daemon:safety  the daemon world with a daemon preempted anywhere, also
 #                  between its sample and its commit: page readers serve
 #                  kernel readings LAG behind the kernel (th_phi_page), so
 #                  that a line committed late never returns less than what
-#                  they served (2.9e7 states, ~45 s, 2.5 GB; its progress
-#                  claim holds too, 1.2e8 states, ~550 s, not run here);
+#                  they served (8.8e7 states, ~150 s; with the counter
+#                  always after the copy 2.9e7 states, whose progress claim
+#                  holds too, 1.2e8 states, ~550 s, not run here);
 #   coarse:safety  the coarse block's assertions (no torn copy; a fast read
 #                  returns the values of the record `cur` named, fresh; coarse
 #                  readings never step back, fast or slow path, also with the
@@ -86,12 +96,12 @@ t0=$(now_s)
 
 # world name -> Spin defines (see the top of the model)
 declare -A WORLD=(
-	[local]="-DRING=2 -DMAXT=4 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DFIX_PASS_RETRY"
+	[local]="-DRING=2 -DMAXT=4 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DFIX_PASS_RETRY -DEARLY_COUNTER"
 	[stall]="-DRING=2 -DMAXT=4 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DWFIRST=1 -DWINDERS=2 -DFIX_PASS_RETRY"
-	[small]="-DRING=2 -DMAXT=3 -DNWINDUPS=1 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DNREADS=1 -DFIX_PASS_RETRY"
-	[daemon]="-DDAEMON -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY"
+	[small]="-DRING=2 -DMAXT=3 -DNWINDUPS=1 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DNREADS=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
+	[daemon]="-DDAEMON -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
 	[coarse]="-DNR=1 -DNREADS=2 -DNWINDUPS=2 -DDEATHS=2"
-	[prompt]="-DDAEMON -DDAEMON_PROMPT -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY"
+	[prompt]="-DDAEMON -DDAEMON_PROMPT -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
 )
 # the model file of each world that is not timehands.pml's; its claim
 # `safety` is its assertions (it has no ltl formula)

@@ -59,6 +59,18 @@ static int mode_prtsc(void)
 		return 77;
 	}
 	sandwich_all(20000); /* a SIGSEGV ends the test */
+	/* the header's inline reads (constant ids) read the counter only where
+	 * the library says the process may */
+	for (int i = 0; i < 1000; i++) {
+		struct timespec a, t;
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		CHECK(th_clock_gettime(CLOCK_MONOTONIC, &t) == 0 && ts_to_ns(&t) >= ts_to_ns(&a) - 2000,
+		      "inline MONOTONIC");
+		CHECK(th_clock_gettime(CLOCK_REALTIME, &t) == 0, "inline REALTIME");
+		CHECK(th_clock_gettime(TH_CLOCK_MONOTONIC_RELAXED, &t) == 0, "inline MONOTONIC_RELAXED");
+	}
+	const struct th__fast *f = th__fast();
+	CHECK(f->minor >= 3 && f->ctr_early && *f->ctr_early == 0, "the counter may be read first under PR_SET_TSC");
 	struct timeval tv;
 	CHECK(th_gettimeofday(&tv, NULL) == 0, "gettimeofday");
 	CHECK(th_time(NULL) >= tv.tv_sec, "time");
@@ -76,6 +88,10 @@ static int mode_disable(void)
 	th_status(&st, sizeof st);
 	CHECK(st.mode == TH_MODE_KERNEL, "mode %u", st.mode);
 	CHECK(strstr(st.reason, "TIMEHANDS_DISABLE") != NULL, "reason: %s", st.reason);
+	struct timespec t;
+	CHECK(th_clock_gettime(CLOCK_MONOTONIC, &t) == 0, "inline MONOTONIC");
+	const struct th__fast *f = th__fast();
+	CHECK(f->minor >= 3 && f->ctr_early && *f->ctr_early == 0, "the counter may be read first when disabled");
 	return check_done("disable");
 }
 

@@ -471,7 +471,7 @@ static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 	if (TH_UNLIKELY((sq & 1) != 0 || tk != (w & TH_G3_SECMASK)))
 		return 0;
-	if (t)
+	if (TH_UNLIKELY(t != NULL)) /* time(NULL), the common call, branches nowhere */
 		*t = (time_t)tk;
 	*out = (time_t)tk;
 	return 1;

@@ -268,11 +268,13 @@ static inline uint64_t th__ctr_first(void)
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
  * shared slot, with the counter `c` read before it (as the library's
- * th__read_ctr does where the process may read the counter at all): 1 with
- * (*sec, *nsec), or 0 when the library must read.
+ * th__read_ctr does where the process may read the counter at all), or for
+ * the page read by `ctr` after the copy: 1 with (*sec, *nsec), or 0 when the
+ * library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
-							      int ck, uint64_t c, int64_t *osec, int64_t *onsec)
+							      int ck, uint64_t c, uint64_t (*ctr)(void), int64_t *osec,
+							      int64_t *onsec)
 {
 	/* Acquire: the record (or the page mapping and the floors of the
 	 * switch) is loaded after the word that names it; pairs with the
@@ -325,6 +327,11 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * (computed while the counter is read) plus c * rate: one multiply
 	 * after the counter. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
+	/* The daemon's page: the counter after the copy, as the library does
+	 * (th__read_tl_v: the floors of the switch to the page hold from a
+	 * counter taken before it). */
+	if (__builtin_expect(shared, 0))
+		c = ctr();
 	int64_t d = (int64_t)(c - anchor);
 	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
 		return 0;
@@ -360,7 +367,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	int64_t sec, n;
 	const unsigned char *tl = th__tl_get();
 	if (__builtin_expect(ts != 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr_first(), &sec, &n), 1)) {
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr_first(), th__ctr, &sec, &n), 1)) {
 		ts->tv_sec = (time_t)sec;
 		ts->tv_nsec = (long)n;
 		return 0;
@@ -388,7 +395,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 	int64_t sec, n;
 	const unsigned char *tl = th__tl_get();
 	if (__builtin_expect(tv != 0 && tz == 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr_first(), &sec, &n), 1)) {
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr_first(), th__ctr, &sec, &n), 1)) {
 		tv->tv_sec = (time_t)sec;
 		tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
 		return 0;

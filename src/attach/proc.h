@@ -95,7 +95,9 @@ struct th_proc {
 	_Atomic uint64_t sh_fresh_fast;
 
 	/* 1 while fast readers may read the counter before they look for
-	 * their record (th__read_ctr): set at attach where the trust allows
+	 * their record (th__read_ctr; on this process's own timeline only: a
+	 * read of the daemon's page takes it after the copy, th__read_tl_v):
+	 * set at attach where the trust allows
 	 * the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.
@@ -264,7 +266,14 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * the counter is read, one multiply follows the counter (the sign of
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	if (!early) {
+	if (!early || shared) {
+		/* The daemon's page: the counter after the copy, always. The
+		 * switch to the page held its floors against the page's line at
+		 * a counter taken before the switch was published; a counter
+		 * taken before the reader found the switch could be older than
+		 * that, and the page's line there below what this thread had
+		 * just read from the local line (test_shared_mode found one such
+		 * step back in 3e7 reads). */
 		TH_STEP("read_counter");
 		/* Ordered reads issued the fence before the copy. */
 		c = th_hw_ctr_relaxed();

@@ -22,7 +22,9 @@
 #   small:progress every read completes under weak fairness, with a winder
 #                  that may die at any step (MAXT=3, one windup, one read
 #                  each); each read takes the counter first or after the copy
-#                  (-DCOUNTER_EITHER; so do prompt and daemon; 3.1e7 states,
+#                  (-DCOUNTER_EITHER; so do prompt and daemon, although the
+#                  code reads the page with the counter after the copy: the
+#                  switch floors, not modelled, need it; 3.1e7 states,
 #                  ~140 s);
 #   prompt:safety, prompt:progress  the daemon world (-DDAEMON: page
 #                  readers never announce, serve phi of the page record and

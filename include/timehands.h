@@ -243,22 +243,13 @@ static inline uint64_t th__ctr(void)
 #endif
 
 /* Whether this process may read the counter (the library's ctr_early): the
- * inline reads take it first, right after the fence, or leave the read to
- * the library (before the first attach, a counter the process may not or
+ * inline reads take it first, right after the fence and the process's word,
+ * or leave the read to the library (before the first attach, a counter the process may not or
  * need not read). Relaxed: it orders nothing (a thread that has not yet seen
  * it set calls the library). */
 static inline int th__ctr_early(void)
 {
 	return __atomic_load_n(__atomic_load_n(&th__fine_cache.ctr_early, __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0;
-}
-
-/* The counter, first: the compiler barrier keeps the loads that find the
- * record after it in program order (the fence before it is the ordering). */
-static inline uint64_t th__ctr_first(void)
-{
-	uint64_t c = th__ctr();
-	__asm__ volatile("" ::: "memory");
-	return c;
 }
 
 #define TH__LD(type, p, off) __atomic_load_n((const type *)(const void *)((p) + (off)), __ATOMIC_RELAXED)
@@ -267,13 +258,13 @@ static inline uint64_t th__ctr_first(void)
  * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
- * shared slot, with the counter `c` read before it (as the library's
- * th__read_ctr does where the process may read the counter at all), or for
- * the page read by `ctr` after the copy: 1 with (*sec, *nsec), or 0 when the
- * library must read.
+ * shared slot, with the counter read by `ctr` right after the process's word
+ * for its own timeline (as the library's th__read_ctr does where the process
+ * may read the counter at all), after the copy for the page: 1 with (*sec,
+ * *nsec), or 0 when the library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
-							      int ck, uint64_t c, uint64_t (*ctr)(void), int64_t *osec,
+							      int ck, uint64_t (*ctr)(void), int64_t *osec,
 							      int64_t *onsec)
 {
 	/* Acquire: the record (or the page mapping and the floors of the
@@ -282,6 +273,16 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	const unsigned char *own = tl;
 	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_ACQUIRE), cur = lc;
 	int shared = (lc & 0xffu) == 0xffu;
+	/* This process's own timeline: the counter now, before the record is
+	 * found (th__read_ctr); the compiler barrier keeps the loads below
+	 * after it in program order. The daemon's page: after the copy, as the
+	 * library does (th__read_tl_v: the floors of the switch to the page
+	 * hold from a counter taken before the switch). */
+	uint64_t c = 0;
+	if (__builtin_expect(!shared, 1)) {
+		c = ctr();
+		__asm__ volatile("" ::: "memory");
+	}
 	if (__builtin_expect(shared, 0)) {
 		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
 		if (tl == 0)
@@ -298,13 +299,15 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	int64_t dlo = TH__LD(int64_t, r, 16), ddue = TH__LD(int64_t, r, 24);
 	int64_t lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32), hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
 	int64_t sec = TH__LD(int64_t, r, 64 + 16 * ck), q = TH__LD(int64_t, r, 72 + 16 * ck);
-	uint16_t ep = ck == 1 ? TH__LD(uint16_t, r, 6) : 0;
+	/* Full width: a 16-bit value spilled and reloaded wider defeats the
+	 * store-to-load forwarding of x86 (3 ns a REALTIME read, measured). */
+	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
 	if (shared && ck == 1) {
 		/* the page numbers its REALTIME epochs itself */
 		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
 		if (dp == 0)
 			return 0;
-		ep = (uint16_t)(ep + __atomic_load_n(dp, __ATOMIC_RELAXED));
+		ep = (ep + __atomic_load_n(dp, __ATOMIC_RELAXED)) & 0xffffu;
 	}
 	/* Orders the copies before the re-load of the generation; pairs with
 	 * the writer's release fence after it stored 0 there. */
@@ -327,9 +330,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * (computed while the counter is read) plus c * rate: one multiply
 	 * after the counter. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	/* The daemon's page: the counter after the copy, as the library does
-	 * (th__read_tl_v: the floors of the switch to the page hold from a
-	 * counter taken before it). */
 	if (__builtin_expect(shared, 0))
 		c = ctr();
 	int64_t d = (int64_t)(c - anchor);
@@ -348,7 +348,7 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 		if (__builtin_expect(g3 == 0, 0))
 			return 0;
 		uint64_t w = __atomic_load_n(g3, __ATOMIC_RELAXED);
-		if (__builtin_expect(sec >= 0 && w < (((uint64_t)ep << 48) | (uint64_t)sec), 0))
+		if (__builtin_expect(sec >= 0 && w < ((ep << 48) | (uint64_t)sec), 0))
 			return 0;
 	}
 	*osec = sec;
@@ -367,7 +367,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	int64_t sec, n;
 	const unsigned char *tl = th__tl_get();
 	if (__builtin_expect(ts != 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr_first(), th__ctr, &sec, &n), 1)) {
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr, &sec, &n), 1)) {
 		ts->tv_sec = (time_t)sec;
 		ts->tv_nsec = (long)n;
 		return 0;
@@ -395,7 +395,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 	int64_t sec, n;
 	const unsigned char *tl = th__tl_get();
 	if (__builtin_expect(tv != 0 && tz == 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr_first(), th__ctr, &sec, &n), 1)) {
+	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr, &sec, &n), 1)) {
 		tv->tv_sec = (time_t)sec;
 		tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
 		return 0;

@@ -178,7 +178,7 @@ struct th_tv {
 	int64_t nsec;
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
-struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
@@ -266,9 +266,10 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * the counter is read, one multiply follows the counter (the sign of
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	if (!early || shared) {
-		/* The daemon's page: the counter after the copy, always. The
-		 * switch to the page held its floors against the page's line at
+	if (!early) {
+		/* The daemon's page (its callers pass early 0): the counter
+		 * after the copy, always. The switch to the page held its
+		 * floors against the page's line at
 		 * a counter taken before the switch was published; a counter
 		 * taken before the reader found the switch could be older than
 		 * that, and the page's line there below what this thread had
@@ -302,19 +303,28 @@ static inline __attribute__((always_inline)) int th__read_tl(struct th_timeline 
 	return 0;
 }
 
-/*
- * The start of a fast read: the ordered read's fence (issued before any load
- * of the read, so that the copy and the counter read overlap), then, where
- * the process may read the counter (ctr_early), the counter at once: 1 with
- * *c. Issued first, the RDTSC (or MRS) is not queued behind the loads that
- * find the record, which costs about a nanosecond where the fence lets
- * nothing after it start before it completes. 0: th__read_tl_v reads it
- * after the copy, and only for a line.
- */
-static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint64_t *c)
+/* The local word, after the ordered read's fence (issued before any load of
+ * the read, so that the copy and the counter read overlap). Acquire: the
+ * page area is mapped and the shared floors set before the word names the
+ * shared slot (the switch's release CAS). */
+static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 {
 	if (ordered)
 		th_hw_ctr_fence();
+	TH_STEP("read_cur");
+	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
+}
+
+/*
+ * Then, for this process's own timeline and where the process may read the
+ * counter (ctr_early), the counter at once: 1 with *c. Issued before the
+ * loads that find the record, the RDTSC (or MRS) does not queue behind them,
+ * which costs about a nanosecond where the fence lets nothing after it start
+ * before it completes. 0: th__read_tl_v reads it after the copy, and only
+ * for a line.
+ */
+static inline __attribute__((always_inline)) int th__read_ctr(uint64_t *c)
+{
 	if (TH_UNLIKELY(!atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed))) {
 		*c = 0;
 		return 0;
@@ -322,28 +332,20 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 	TH_STEP("read_counter");
 	*c = th_hw_ctr_relaxed();
 	/* A compiler barrier: the loads that find the record stay after the
-	 * counter in program order (the fence above is the ordering). */
+	 * counter in program order (the fence before the word is the
+	 * ordering). */
 	atomic_signal_fence(memory_order_seq_cst);
 	return 1;
-}
-
-/* The local word. Acquire: the page area is mapped and the shared floors
- * set before the word names the shared slot (the switch's release CAS). */
-static inline __attribute__((always_inline)) uint64_t th__read_cur(void)
-{
-	TH_STEP("read_cur");
-	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 }
 
 /* The read of the daemon's page, for a function of one clock (api.c); `lc`:
  * the local word, which named the shared slot. */
 static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts,
-							       uint64_t lc, uint64_t c, int early)
+							       uint64_t lc)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, c,
-			   early);
+	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, 0, 0);
 }
 
 /*
@@ -354,11 +356,11 @@ static inline __attribute__((always_inline)) int th__read_page(int ck, int order
  */
 static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int ordered)
 {
-	uint64_t c;
-	int early = th__read_ctr(ordered, &c);
-	uint64_t cur = th__read_cur();
+	uint64_t cur = th__read_cur(ordered);
 	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
-		return th__fine_shared_v(ck, ordered, cur, c, early);
+		return th__fine_shared_v(ck, ordered, cur);
+	uint64_t c;
+	int early = th__read_ctr(&c);
 	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 

@@ -74,10 +74,11 @@
  * only steering bounds).
  *
  * -DEARLY_COUNTER: readers take the counter right after the ordered read's
- * fence, before they load `cur` (th__read_ctr, and the header's inline read,
- * where the process may read the counter: th_proc.ctr_early), instead of
- * after the copy: any number of commits may come between the counter and
- * the record. -DCOUNTER_EITHER: each read takes one of the two orders (a
+ * fence, before they load `cur`, instead of after the copy: any number of
+ * commits may come between the counter and the record. The code (th__read_ctr,
+ * and the header's inline read, where the process may read the counter:
+ * th_proc.ctr_early) takes it right after `cur`, before the copy, and the
+ * hardware may take it before `cur` (RDTSC is not ordered with loads). -DCOUNTER_EITHER: each read takes one of the two orders (a
  * thread that has not yet seen ctr_early set reads late). Without either,
  * the order of a process whose counter may not be read early. The hardware
  * may also take the counter anywhere between the two (RDTSC is not ordered

@@ -85,7 +85,7 @@ static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 	static const uint32_t early_word = 1;
 	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &early_word};
 	int64_t sec = 0, n = 0;
-	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr(), fake_ctr, &sec, &n);
+	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr, &sec, &n);
 	if (ok) {
 		CHECK(n >= 0 && n < 1000000000, "nsec %lld out of range", (long long)n);
 		*ns = sec * 1000000000LL + n;
@@ -270,7 +270,7 @@ static void test_shared(void)
 	/* no page mapped: the library */
 	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL};
 	int64_t a, b;
-	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr(), fake_ctr, &a, &b) == 0, "the shared slot without a page");
+	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr, &a, &b) == 0, "the shared slot without a page");
 	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");
 }
 
@@ -288,7 +288,7 @@ static void test_machine(void)
 			int64_t sec, n;
 			const struct th__fast *f = th__fast();
 			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early};
-			int ok = th__fine_rec(x.tl, &x, ck, th__ctr_first(), th__ctr, &sec, &n);
+			int ok = th__fine_rec(x.tl, &x, ck, th__ctr, &sec, &n);
 			(th_clock_gettime)(ids[ck], &b);
 			total++;
 			if (ok) {

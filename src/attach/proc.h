@@ -94,11 +94,10 @@ struct th_proc {
 	 * before the release CAS of the switch; set with a release store. */
 	_Atomic uint64_t sh_fresh_fast;
 
-	/* 1 while fast readers may read the counter before they look for
-	 * their record (th__read_ctr; on this process's own timeline only: a
-	 * read of the daemon's page takes it after the copy, th__read_tl_v):
-	 * set at attach where the trust allows
-	 * the counter, so that a process whose counter may not be read
+	/* 1 while fast readers may read the counter before they copy their
+	 * record (th__read_ctr; on this process's own timeline only: a read
+	 * of the daemon's page takes it after the copy, th__read_tl_v): set
+	 * at attach where the trust allows the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.
 	 * Relaxed: it orders nothing; either value gives a correct read (the
@@ -203,8 +202,8 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
  * caller loaded (after the ordered read's fence). Copies only the fields this
  * clock needs under the generation protocol (see th_snapshot for the pairing
- * of each fence). The counter `c` was read before the word (th__read_ctr,
- * `early`), or is read here after the copy: a record stays exact over its
+ * of each fence). The counter `c` was read right after the word, before the
+ * copy (th__read_ctr, `early`), or is read here after the copy: a record stays exact over its
  * whole window even after it has been superseded, so the counter need not be
  * taken inside the copy's window, and the window reaches below the writer's
  * sample, so a counter taken before the record was published is served
@@ -267,14 +266,14 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
 	if (!early) {
-		/* The daemon's page (its callers pass early 0): the counter
-		 * after the copy, always. The switch to the page held its
-		 * floors against the page's line at
-		 * a counter taken before the switch was published; a counter
-		 * taken before the reader found the switch could be older than
-		 * that, and the page's line there below what this thread had
-		 * just read from the local line (test_shared_mode found one such
-		 * step back in 3e7 reads). */
+		/* A process that may not read the counter first, or the
+		 * daemon's page (its callers pass early 0): the counter after
+		 * the copy. The switch to the page held its floors against the
+		 * page's line at a counter taken before the switch was
+		 * published; a counter taken before the reader found the
+		 * switch could be older than that, and the page's line there
+		 * below what this thread had just read from the local line
+		 * (test_shared_mode found one such step back in 3e7 reads). */
 		TH_STEP("read_counter");
 		/* Ordered reads issued the fence before the copy. */
 		c = th_hw_ctr_relaxed();

@@ -7,9 +7,11 @@
 #                  bounded_retries: a read retries at most 2 x (commits made
 #                  while it runs) + PASSES times); reader 0 reads twice and is
 #                  the only one that winds up (WINDERS=1), reader 1 reads once;
-#                  readers take the counter first (-DEARLY_COUNTER, the code's
-#                  order where the process may read the counter), so that any
-#                  commits may come between a reader's counter and its record
+#                  readers take the counter before `cur` (-DEARLY_COUNTER;
+#                  the code takes it right after `cur`, before the copy, where
+#                  the process may read the counter, and the hardware may take
+#                  it earlier), so that any commits may come between a
+#                  reader's counter and its record
 #                  (1.7e8 states, ~350 s, 10 GB; with the counter after the
 #                  copy 6.4e7 states, ~150-200 s);
 #   stall:safety   the same claims with reader 1 the only winder (WFIRST=1

@@ -300,7 +300,8 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	int64_t lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32), hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
 	int64_t sec = TH__LD(int64_t, r, 64 + 16 * ck), q = TH__LD(int64_t, r, 72 + 16 * ck);
 	/* Full width: a 16-bit value spilled and reloaded wider defeats the
-	 * store-to-load forwarding of x86 (3 ns a REALTIME read, measured). */
+	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
+	 * MONOTONIC in the bench). */
 	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
 	if (shared && ck == 1) {
 		/* the page numbers its REALTIME epochs itself */

@@ -317,9 +317,9 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 /*
  * Then, for this process's own timeline and where the process may read the
  * counter (ctr_early), the counter at once: 1 with *c. Issued before the
- * loads that find the record, the RDTSC (or MRS) does not queue behind them,
- * which costs about a nanosecond where the fence lets nothing after it start
- * before it completes. 0: th__read_tl_v reads it after the copy, and only
+ * loads that find the record, the RDTSC (or MRS) does not queue behind them
+ * where the fence lets nothing after it start before it completes (the
+ * bench's fine rows over the lfence;rdtsc floor show the difference). 0: th__read_tl_v reads it after the copy, and only
  * for a line.
  */
 static inline __attribute__((always_inline)) int th__read_ctr(uint64_t *c)

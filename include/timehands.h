@@ -119,6 +119,7 @@ struct th__fast {
 	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
 	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
 	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first */
+	const uint64_t *sh_ctr;          /* minor >= 4: the page serves a first-read counter from here */
 };
 const struct th__fast *th__fast(void);
 /* The timeline layout the header's inline fine reads know (below): the page
@@ -176,8 +177,9 @@ static inline time_t th__time_inline(time_t *t)
  * x86-64 and arm64. It is the library's own fast read (src/attach/proc.h,
  * th__read_ctr and th__read_tl_v), step for step: the same fence, the
  * counter read first, the same generation protocol, the same window, the
- * same arithmetic, the same re-check that the process still reads the
- * daemon's page after copying it. Anything else (a process that may not read
+ * same arithmetic, the same re-checks that the process still reads the
+ * daemon's page after copying it and that the counter is not older than
+ * the switch to the page. Anything else (a process that may not read
  * the counter first, or not yet attached; a record being written or
  * superseded, a kernel-mode record, a counter outside the window, a G3 floor
  * to raise, a library whose timeline layout is not TH__TL_ABI) is the
@@ -200,12 +202,16 @@ struct th__fine_ctx {
 	const uint64_t *g3;
 	const uint32_t *sh_delta;
 	const uint32_t *ctr_early;
+	const uint64_t *sh_ctr;
 };
 /* ctr_early: where the library says whether the counter may be read first
  * (th__fast minor >= 3); until then, and with an older library, a word that
- * says no. */
+ * says no. sh_ctr: the counter from which a read of the daemon's page may
+ * serve the counter it took first (minor >= 4); with an older library, none
+ * (every page read is the library call). */
 static const uint32_t th__ctr_late = 0;
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late};
+static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none};
 static inline const unsigned char *th__tl_get(void)
 {
 	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
@@ -216,6 +222,8 @@ static inline const unsigned char *th__tl_get(void)
 		if (ok) {
 			if (f->minor >= 3 && f->ctr_early)
 				__atomic_store_n(&th__fine_cache.ctr_early, f->ctr_early, __ATOMIC_RELAXED);
+			if (f->minor >= 4 && f->sh_ctr)
+				__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
@@ -259,9 +267,8 @@ static inline int th__ctr_early(void)
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
  * shared slot, with the counter read by `ctr` right after the process's word
- * for its own timeline (as the library's th__read_ctr does where the process
- * may read the counter at all), after the copy for the page: 1 with (*sec,
- * *nsec), or 0 when the library must read.
+ * (as the library's th__read_ctr does where the process may read the counter
+ * at all): 1 with (*sec, *nsec), or 0 when the library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
 							      int ck, uint64_t (*ctr)(void), int64_t *osec,
@@ -273,16 +280,10 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	const unsigned char *own = tl;
 	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_ACQUIRE), cur = lc;
 	int shared = (lc & 0xffu) == 0xffu;
-	/* This process's own timeline: the counter now, before the record is
-	 * found (th__read_ctr); the compiler barrier keeps the loads below
-	 * after it in program order. The daemon's page: after the copy, as the
-	 * library does (th__read_tl_v: the floors of the switch to the page
-	 * hold from a counter taken before the switch). */
-	uint64_t c = 0;
-	if (__builtin_expect(!shared, 1)) {
-		c = ctr();
-		__asm__ volatile("" ::: "memory");
-	}
+	/* The counter now, before the record is found (th__read_ctr); the
+	 * compiler barrier keeps the loads below after it in program order. */
+	uint64_t c = ctr();
+	__asm__ volatile("" ::: "memory");
 	if (__builtin_expect(shared, 0)) {
 		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
 		if (tl == 0)
@@ -314,12 +315,19 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * the writer's release fence after it stored 0 there. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	uint32_t g2 = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED);
-	/* The page copy was made while the process still read the page (the
-	 * fence orders the copy before this load): slot and sequence of the
-	 * process's word unchanged. */
-	if (shared && ((__atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_RELAXED) ^ lc) &
-		       (((uint64_t)1 << 40) - 1)) != 0)
-		return 0;
+	if (__builtin_expect(shared, 0)) {
+		/* The page copy was made while the process still read the
+		 * page (the fence orders the copy before this load): slot and
+		 * sequence of the process's word unchanged. */
+		if (((__atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_RELAXED) ^ lc) &
+		     (((uint64_t)1 << 40) - 1)) != 0)
+			return 0;
+		/* The page serves the counter taken first only from the
+		 * counter of the switch on (the library's th__read_tl_v);
+		 * relaxed, as there. */
+		if (c < __atomic_load_n(__atomic_load_n(&x->sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+			return 0;
+	}
 	uint32_t seq = (uint32_t)(cur >> 8);
 	uint64_t span = (uint64_t)(ddue - dlo);
 	/* The generation of cur's sequence, unchanged across the copy; a
@@ -331,8 +339,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * (computed while the counter is read) plus c * rate: one multiply
 	 * after the counter. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	if (__builtin_expect(shared, 0))
-		c = ctr();
 	int64_t d = (int64_t)(c - anchor);
 	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
 		return 0;

@@ -23,17 +23,18 @@
  * prologue; th_clock_gettime only dispatches (tail calls). */
 #define FINE(name, ck, ordered)                                                   \
 	static __attribute__((noinline)) int name##_page(struct timespec *ts,     \
-							 uint64_t lc)             \
+							 uint64_t lc, uint64_t c, \
+							 int early)               \
 	{                                                                         \
-		return th__read_page(ck, ordered, ts, lc);                        \
+		return th__read_page(ck, ordered, ts, lc, c, early);              \
 	}                                                                         \
 	static __attribute__((noinline)) int name(struct timespec *ts)            \
 	{                                                                         \
 		uint64_t cur = th__read_cur(ordered);                             \
-		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
-			return name##_page(ts, cur);                              \
 		uint64_t c;                                                       \
 		int early = th__read_ctr(&c);                                     \
+		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
+			return name##_page(ts, cur, c, early);                    \
 		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0, c,      \
 				   early);                                        \
 	}

@@ -433,9 +433,9 @@ static void page_drop(struct th_proc *p, uint64_t now)
 	}
 }
 
-/* 1 once the page's line, at the counter now, is at least 1 us above every
- * floor of the switch; waits at most 200 us for it. */
-static int page_above_floors(struct th_proc *p)
+/* 1 once the page's line, at the counter now (*at), is at least 1 us above
+ * every floor of the switch; waits at most 200 us for it. */
+static int page_above_floors(struct th_proc *p, uint64_t *at)
 {
 	const int64_t margin = 1000;
 	for (int i = 0; i < 2000; i++) {
@@ -443,7 +443,8 @@ static int page_above_floors(struct th_proc *p)
 		unsigned r = 0;
 		if (th_snapshot(th__page_tl(), &ps, &r) != 0 || ps.kind != TH_REC_LINE)
 			return 0;
-		int64_t d = (int64_t)(th_hw_ctr_ordered() - ps.anchor);
+		*at = th_hw_ctr_ordered();
+		int64_t d = (int64_t)(*at - ps.anchor);
 		if (d < ps.dlo || d > ps.dhi)
 			return 0;
 		int ok = 1;
@@ -510,8 +511,14 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		 * a counter read a little early) before anyone is sent to it, so
 		 * that a fast shared read needs no floor: wait for it here, the
 		 * writer, a few microseconds at most, once per switch. */
-		if (!page_above_floors(p))
+		uint64_t at;
+		if (!page_above_floors(p, &at))
 			continue;
+		/* Relaxed: published by the release CAS below (th_proc.sh_ctr).
+		 * A reader of the previous switch that loads it finds its own
+		 * word changed (the leave since), or a larger counter: either
+		 * way it reads the counter again. */
+		atomic_store_explicit(&p->sh_ctr, at, memory_order_relaxed);
 		TH_STEP("share");
 		/* Release: the floors above, and the page mapping, are visible to
 		 * a reader whose acquire load of cur sees the shared slot. Fails
@@ -893,17 +900,19 @@ static void reset_writer(struct th_proc *p)
 /* The inline th_time() of the public header reads this. */
 /* minor 2: the timeline and the G3 floor, for the header's inline fine
  * reads (fixed addresses: set here, before any read); minor 3: whether they
- * may read the counter first (th_proc.ctr_early). The simulation has
+ * may read the counter first (th_proc.ctr_early); minor 4: the counter from
+ * which the page serves an early one (th_proc.sh_ctr). The simulation has
  * its own counter: no inline reads there. */
 #if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
 #define TH_INLINE_TL_ABI 0
 #else
 #define TH_INLINE_TL_ABI TH__TL_ABI
 #endif
-static struct th__fast fast_state = {TH__FAST_ABI, 3, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+static struct th__fast fast_state = {TH__FAST_ABI, 4, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
 				      (const uint32_t *)(const void *)&th__P.sh_delta,
-				      (const uint32_t *)(const void *)&th__P.ctr_early};
+				      (const uint32_t *)(const void *)&th__P.ctr_early,
+				      (const uint64_t *)(const void *)&th__P.sh_ctr};
 
 /* The header's inline reader reads the record at the offsets of the page
  * format; these are the ones it uses. */
@@ -1540,17 +1549,17 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 }
 
 /* The fine read from the daemon's page, one copy per clock. */
-struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc)
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
 	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	switch (ck) {
-	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc, 0, 0);
-	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc, 0, 0);
-	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc, 0, 0);
-	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc, 0, 0);
-	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc, 0, 0);
+	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc, c, early);
+	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc, c, early);
+	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc, c, early);
+	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc, c, early);
+	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc, c, early);
 	}
 }
 

@@ -82,6 +82,15 @@ struct th_proc {
 	 * epoch, in this numbering, of the floors of the last switch. */
 	_Atomic uint32_t sh_delta;
 	_Atomic uint32_t sh_epoch;
+	/* The counter at which the switch to shared mode found the page's
+	 * line above its floors (page_above_floors), set before the switch's
+	 * release CAS, which publishes it. A fast read of the page serves a
+	 * counter it took before the copy only at or above it: the page's
+	 * line is above the floors from there on, and a counter taken before
+	 * the reader found the switch may lie below (th__read_tl_v). Only
+	 * raised: switches are serialised under `lock`, each with a later
+	 * counter. */
+	_Atomic uint64_t sh_ctr;
 	/* A page record whose kernel tick is this far behind the kernel's
 	 * coarse clock is stale for coarse readers (the publisher's tick, or
 	 * the kernel's if longer, plus half a kernel tick). Set before the
@@ -95,8 +104,8 @@ struct th_proc {
 	_Atomic uint64_t sh_fresh_fast;
 
 	/* 1 while fast readers may read the counter before they copy their
-	 * record (th__read_ctr; on this process's own timeline only: a read
-	 * of the daemon's page takes it after the copy, th__read_tl_v): set
+	 * record (th__read_ctr; a read of the daemon's page serves it only at
+	 * or above sh_ctr, th__read_tl_v): set
 	 * at attach where the trust allows the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.
@@ -177,7 +186,7 @@ struct th_tv {
 	int64_t nsec;
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
-struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
 int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
@@ -214,10 +223,11 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
  * REALTIME reading raises the G3 floor here.
  * `shared`: reading the daemon's page; the switch to it waited until the
  * page's line was above everything this process had returned, so no floor
- * is needed here (the slow paths still apply the floors). `lc` is then the
- * local word that named the shared slot: the value is served only if the
- * local word still names it after the copy (the process may have left the
- * page meanwhile, see leave_shared).
+ * is needed here (the slow paths still apply the floors), for a counter at
+ * or above the one at which the switch saw that (th_proc.sh_ctr). `lc` is
+ * then the local word that named the shared slot: the value is served only
+ * if the local word still names it after the copy (the process may have
+ * left the page meanwhile, see leave_shared).
  */
 static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
 									int ck, int ordered, const int shared,
@@ -248,10 +258,24 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	atomic_thread_fence(memory_order_acquire);
 	TH_STEP("recheck_gen");
 	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
-	/* The page copy was made while the process still read the page (the
-	 * fence above orders the copy before this load). */
-	if (shared && TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
-		return th__fine_slow_v(ck, ordered);
+	if (shared) {
+		/* The page copy was made while the process still read the
+		 * page (the fence above orders the copy before this load). */
+		if (TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
+			return th__fine_slow_v(ck, ordered);
+		/* A counter taken before the copy is served from the page only
+		 * at or above the counter at which the switch found the page's
+		 * line above its floors: an earlier one (taken before this
+		 * thread found the switch, the hardware's RDTSC ahead of the
+		 * word's load, or a reader preempted in between) could lie
+		 * where the line is below what this thread had just read from
+		 * the local line. Then the counter after the copy, as a process
+		 * that may not read it first does. Relaxed: ordered after the
+		 * acquire load of `lc` that saw the switch's release CAS, so
+		 * it is that switch's value or a later (larger) one. */
+		if (early && TH_UNLIKELY(c < atomic_load_explicit(&th__P.sh_ctr, memory_order_relaxed)))
+			early = 0;
+	}
 	/* A record being rewritten or rewritten since `cur` named it (g not
 	 * the generation of cur's sequence, or changed during the copy:
 	 * retried on the slow path), or a kernel-mode record (empty window:
@@ -266,14 +290,9 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
 	if (!early) {
-		/* A process that may not read the counter first, or the
-		 * daemon's page (its callers pass early 0): the counter after
-		 * the copy. The switch to the page held its floors against the
-		 * page's line at a counter taken before the switch was
-		 * published; a counter taken before the reader found the
-		 * switch could be older than that, and the page's line there
-		 * below what this thread had just read from the local line
-		 * (test_shared_mode found one such step back in 3e7 reads). */
+		/* A process that may not read the counter first, or a page
+		 * read whose early counter lies below the switch's (above):
+		 * the counter after the copy. */
 		TH_STEP("read_counter");
 		/* Ordered reads issued the fence before the copy. */
 		c = th_hw_ctr_relaxed();
@@ -338,13 +357,14 @@ static inline __attribute__((always_inline)) int th__read_ctr(uint64_t *c)
 }
 
 /* The read of the daemon's page, for a function of one clock (api.c); `lc`:
- * the local word, which named the shared slot. */
+ * the local word, which named the shared slot; (c, early): th__read_ctr's. */
 static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts,
-							       uint64_t lc)
+							       uint64_t lc, uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, 0, 0);
+	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, c,
+			   early);
 }
 
 /*
@@ -356,10 +376,10 @@ static inline __attribute__((always_inline)) int th__read_page(int ck, int order
 static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int ordered)
 {
 	uint64_t cur = th__read_cur(ordered);
-	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
-		return th__fine_shared_v(ck, ordered, cur);
 	uint64_t c;
 	int early = th__read_ctr(&c);
+	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
+		return th__fine_shared_v(ck, ordered, cur, c, early);
 	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 

@@ -59,7 +59,8 @@
  * reading less LAG, the most a fresh line lags the kernel, unless the
  * record's ceiling is higher), and read again when the page's word moved
  * during their kernel read. leave_shared and the switch floors are not
- * modelled; the daemon is modelled as the local windup. The safety and
+ * modelled (the simulation's shared-early-ctr covers a counter taken before
+ * the switch); the daemon is modelled as the local windup. The safety and
  * progress claims hold (tests/tiers/model.sh, world `daemon`; progress is
  * not run by default), and with -DDAEMON_PROMPT (a daemon never preempted
  * between its sample and its last commit), world `prompt`.

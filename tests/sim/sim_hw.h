@@ -10,12 +10,16 @@
 #include <time.h>
 
 uint64_t th_sim_ctr(int ordered);
+/* The ordered read's fence: the next unordered counter read of the thread
+ * may take the counter anywhere between it and its own place (RDTSC and MRS
+ * are not ordered with the loads between), as the hardware may. */
+void th_sim_fence(void);
 int th_sim_kread(clockid_t id, struct timespec *ts);
 time_t th_sim_time(time_t *t);
 
 #define th_hw_ctr_ordered() th_sim_ctr(1)
 #define th_hw_ctr_relaxed() th_sim_ctr(0)
-#define th_hw_ctr_fence() ((void)0)
+#define th_hw_ctr_fence() th_sim_fence()
 #define th_hw_kread(id, ts) th_sim_kread((id), (ts))
 #define th_hw_ktime() th_sim_time(NULL)
 #define th_hw_ktime_fn() (&th_sim_time)

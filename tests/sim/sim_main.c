@@ -415,6 +415,33 @@ static void sc_wide_always(struct sim_config *c)
 	sim_add_event(c, 100 * MS, EV_STEP_REAL, -7 * S, 0);
 }
 
+/* The switch to the page against a counter taken before it: a hundred
+ * daemon stops of 10-13 ms (the process leaves the page and joins it again,
+ * 50-60 switches a run), a daemon whose lines lag the kernel by 400 ns
+ * (TH_PAGE_LAG_NS allows 600), thread 0 reading back to back and preempted
+ * for 5 us at every other read between the fence and its load of the
+ * process's word, the other threads doing most windups (thread 0 stalls 30
+ * us before the lock), and every counter read after a fence taken as early
+ * as the hardware may (the fence's own value half the time): thread 0's
+ * counter often predates a switch its word then names, and the page's line
+ * there lies below what it read from the local line just before. The page
+ * read must refuse such a counter (th_proc.sh_ctr): without that check 14
+ * of seeds 1-21 step back (G2, by 100-400 ns). */
+static void sc_shared_early_ctr(struct sim_config *c)
+{
+	c->daemon = 1;
+	c->duration_ns = 2000 * MS;
+	for (int i = 0; i < 100; i++)
+		sim_add_event(c, (10 + 19 * i) * MS + i * 77777, EV_DAEMON_STOP, (10 + i % 4) * MS, 0);
+	c->gap0_ns = 50;
+	c->daemon_lag_ns = 400;
+	c->ctr_early_prob = 1.0;
+	sim_add_stall(c, 0, "read_cur", -2, 5000);
+	/* the others wind up (and switch) first, mostly */
+	sim_add_stall(c, 0, "lock", 0, 30000);
+	c->min_joins = 2;
+}
+
 static const struct scenario scenarios[] = {
 	{"coarse-only", sc_coarse_only},
 	{"shared-coarse", sc_shared_coarse},
@@ -427,6 +454,7 @@ static const struct scenario scenarios[] = {
 	{"shared-kill", sc_shared_kill},
 	{"shared-events", sc_shared_events},
 	{"shared-adopt", sc_shared_adopt},
+	{"shared-early-ctr", sc_shared_early_ctr},
 	{"baseline", sc_baseline},
 	{"slew", sc_slew},
 	{"step", sc_step},

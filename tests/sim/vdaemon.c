@@ -31,6 +31,7 @@ static struct {
 	struct th_sampler sp;
 	struct th_writer wr;
 	uint64_t tick_ns;
+	int64_t lag_ns; /* its fine clock readings lag the kernel's that much */
 } V;
 
 static int64_t vd_kread(void *ctx, clockid_t id)
@@ -38,7 +39,7 @@ static int64_t vd_kread(void *ctx, clockid_t id)
 	(void)ctx;
 	struct timespec ts = {0, 0};
 	th_sim_kread(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE ? 0 : V.lag_ns);
 }
 
 static uint64_t vd_ctr(void *ctx)
@@ -52,10 +53,11 @@ static struct th_page_hdr *hdr(void)
 	return (struct th_page_hdr *)(void *)th__page_area.bytes;
 }
 
-int vd_init(uint64_t tick_ns, double nominal_hz, int adopt)
+int vd_init(uint64_t tick_ns, double nominal_hz, int adopt, int64_t lag_ns)
 {
 	memset(&V, 0, sizeof V);
 	V.tick_ns = tick_ns;
+	V.lag_ns = lag_ns;
 	struct th_page_ident id;
 	memset(&id, 0, sizeof id);
 	id.counter_kind = TH_COUNTER_TSC;

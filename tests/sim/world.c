@@ -191,6 +191,8 @@ struct vthread {
 	int id, done, frozen;
 	int cpu;               /* with cfg->cpus: the CPU whose counter it reads */
 	int64_t stall_until;
+	int64_t fence_T;       /* virtual time of the ordered read's fence, until its counter read */
+	uint64_t fence_c;      /* the counter then (before the skews) */
 };
 
 static struct vthread TH[SIM_MAX_THREADS];
@@ -221,7 +223,8 @@ static void maybe_switch(const char *step)
 		s->hits++;
 		if (s->to_T && (W.T < s->from_T || W.T >= s->to_T))
 			continue;
-		if (s->occurrence == 0 || s->hits == s->occurrence) {
+		if (s->occurrence == 0 || s->hits == s->occurrence ||
+		    (s->occurrence < 0 && s->hits % -s->occurrence == 0)) {
 			s->fired++;
 			if (s->busy) {
 				advance(s->duration);
@@ -253,12 +256,29 @@ void th_sim_step(const char *name)
 	maybe_switch(name);
 }
 
+void th_sim_fence(void)
+{
+	if (cur >= 0) {
+		TH[cur].fence_T = W.T;
+		TH[cur].fence_c = ctr_at(W.T);
+	}
+}
+
 uint64_t th_sim_ctr(int ordered)
 {
-	(void)ordered;
 	maybe_switch("ctr");
 	advance(8);
 	uint64_t c = ctr_at(W.T);
+	if (cur >= 0) {
+		/* The hardware may run an unordered counter read as early as
+		 * the fence before it, past the loads between (the reader may
+		 * have been switched out among them meanwhile): a value the
+		 * counter passed since the fence, often the fence's own. */
+		uint64_t f = TH[cur].fence_c;
+		if (!ordered && TH[cur].fence_T > 0 && f < c && rndf() < W.cfg->ctr_early_prob)
+			c = (rnd() & 1) ? f : f + rnd() % (c - f + 1); /* half of them at the extreme */
+		TH[cur].fence_T = 0;
+	}
 	if (cur >= 0) {
 		c += (uint64_t)W.cfg->skew[cur];
 		if (W.cfg->cpus > 0)
@@ -283,6 +303,8 @@ int th_sim_kcoarse_direct(uint64_t *ns)
 
 int th_sim_kread(clockid_t id, struct timespec *ts)
 {
+	if (cur >= 0)
+		TH[cur].fence_T = 0; /* the kernel's read orders its own counter */
 	maybe_switch("kread");
 	advance(12);
 	int64_t v = kernel_at(id, W.T);
@@ -689,8 +711,9 @@ static void reader_main(int id)
 					TH[i].frozen = 1;
 			th_sim_fork_child();
 		}
-		if (W.cfg->gap_ns)
-			advance((int64_t)(rnd() % (uint64_t)W.cfg->gap_ns));
+		int64_t gap = id == 0 && W.cfg->gap0_ns ? W.cfg->gap0_ns : W.cfg->gap_ns;
+		if (gap)
+			advance((int64_t)(rnd() % (uint64_t)gap));
 		if (W.cfg->long_pause_every && n % (uint64_t)W.cfg->long_pause_every == 0)
 			advance(W.cfg->long_pause_ns);
 	}
@@ -704,7 +727,7 @@ static int daemon_adopt; /* the next daemon continues the page (EV_DAEMON_START 
 
 static void daemon_main(void)
 {
-	if (vd_init((uint64_t)W.tick, W.cfg->nominal_hz, daemon_adopt) != 0 && daemon_adopt) {
+	if (vd_init((uint64_t)W.tick, W.cfg->nominal_hz, daemon_adopt, W.cfg->daemon_lag_ns) != 0 && daemon_adopt) {
 		fprintf(stderr, "sim: the restarted daemon could not continue the page\n");
 		O.res->violations++;
 	}
@@ -783,6 +806,7 @@ void sim_config_default(struct sim_config *cfg, uint64_t seed)
 	cfg->nominal_hz = 2096029000.0;
 	cfg->gap_ns = 20000;
 	cfg->switch_prob = 0.05;
+	cfg->ctr_early_prob = 0.25;
 }
 
 void sim_add_event(struct sim_config *cfg, int64_t at, int kind, int64_t arg, int64_t arg2)

@@ -13,7 +13,7 @@
 #include <time.h>
 
 #define SIM_MAX_THREADS 8
-#define SIM_MAX_EVENTS 64
+#define SIM_MAX_EVENTS 128
 #define SIM_MAX_CPUS 4
 #define SIM_FOREVER (-1) /* a stall duration: the thread never runs again (it died) */
 
@@ -40,7 +40,7 @@ struct sim_event {
 struct sim_stall {
 	int thread;          /* -1: any thread */
 	const char *step;    /* TH_STEP name, or "kread"/"ctr" */
-	int occurrence;      /* which hit of that step (1-based); 0: every hit */
+	int occurrence;      /* which hit of that step (1-based); 0: every hit; -n: every n-th hit */
 	int64_t from_T, to_T; /* if to_T: only hits at virtual times in [from_T, to_T) */
 	int64_t duration;    /* ns, or SIM_FOREVER */
 	int busy;            /* the thread keeps running, that much slower (no switch) */
@@ -62,9 +62,13 @@ struct sim_config {
 	int expect_distrust;     /* the skew is large: the library must give up the counter */
 	int accuracy_soft;       /* with skew: G1/G5 beyond epsilon + skew are counted, not failed */
 	int64_t gap_ns;          /* max pause between a thread's reads */
+	int64_t gap0_ns;         /* thread 0's, if set (0: gap_ns) */
+	int64_t daemon_lag_ns;   /* the virtual daemon's kernel readings lag this much: its lines do */
 	int64_t long_pause_every; /* every N reads a pause of long_pause_ns (0: never) */
 	int64_t long_pause_ns;
 	double switch_prob;      /* probability of a thread switch at each step */
+	double ctr_early_prob;   /* chance that an unordered counter read after the fence takes the
+				    counter at a random earlier moment since the fence (th_sim_fence) */
 	struct sim_event events[SIM_MAX_EVENTS];
 	int nevents;
 	struct sim_stall stalls[8];

@@ -79,11 +79,13 @@ static void make_line(struct th_rec_val *v)
 
 static struct th_timeline ptl __attribute__((aligned(64))); /* a daemon's page */
 static uint32_t delta;                                      /* its epochs -> ours */
+static uint64_t sw_ctr;                                     /* counter of the switch to it */
 
 static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 {
 	static const uint32_t early_word = 1;
-	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &early_word};
+	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &early_word,
+				 &sw_ctr};
 	int64_t sec = 0, n = 0;
 	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr, &sec, &n);
 	if (ok) {
@@ -227,6 +229,7 @@ static void test_shared(void)
 	atomic_store(&tl.cur, lw);
 	uint64_t g3 = ~(uint64_t)0;
 	long fast = 0;
+	int64_t ns0;
 	for (int i = 0; i < 2000; i++) {
 		int64_t d = s.dlo + (int64_t)(rnd() % (uint64_t)(s.ddue - s.dlo));
 		fake_c = s.anchor + (uint64_t)d;
@@ -240,6 +243,15 @@ static void test_shared(void)
 		}
 	}
 	CHECK(fast == 2000, "only %ld of 2000 page readings inline", fast);
+
+	/* A counter older than the switch's (taken before the reader found the
+	 * switch): the library, also inside the page record's window. */
+	fake_c = s.anchor + (uint64_t)(s.dlo + (s.ddue - s.dlo) / 2);
+	sw_ctr = fake_c + 1;
+	CHECK(read_rec(0, &g3, &ns0) == 0, "a page read with a counter below the switch's served inline");
+	sw_ctr = fake_c;
+	CHECK(read_rec(0, &g3, &ns0) == 1, "a page read at the switch's counter refused");
+	sw_ctr = 0;
 
 	/* REALTIME's G3 floor in the process's numbering: page epoch + delta */
 	fake_c = s.anchor + 10;
@@ -268,7 +280,7 @@ static void test_shared(void)
 	CHECK(read_rec(0, &g3, &ns) == 0, "a kernel-mode page record was read");
 
 	/* no page mapped: the library */
-	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL};
+	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL, &sw_ctr};
 	int64_t a, b;
 	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr, &a, &b) == 0, "the shared slot without a page");
 	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");
@@ -287,7 +299,7 @@ static void test_machine(void)
 			(th_clock_gettime)(ids[ck], &a);
 			int64_t sec, n;
 			const struct th__fast *f = th__fast();
-			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early};
+			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr};
 			int ok = th__fine_rec(x.tl, &x, ck, th__ctr, &sec, &n);
 			(th_clock_gettime)(ids[ck], &b);
 			total++;

@@ -269,12 +269,12 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 		 * thread found the switch, the hardware's RDTSC ahead of the
 		 * word's load, or a reader preempted in between) could lie
 		 * where the line is below what this thread had just read from
-		 * the local line. Then the counter after the copy, as a process
-		 * that may not read it first does. Relaxed: ordered after the
+		 * the local line. Then the slow path, which reads the counter
+		 * again and applies the floors. Relaxed: ordered after the
 		 * acquire load of `lc` that saw the switch's release CAS, so
 		 * it is that switch's value or a later (larger) one. */
 		if (early && TH_UNLIKELY(c < atomic_load_explicit(&th__P.sh_ctr, memory_order_relaxed)))
-			early = 0;
+			return th__fine_slow_v(ck, ordered);
 	}
 	/* A record being rewritten or rewritten since `cur` named it (g not
 	 * the generation of cur's sequence, or changed during the copy:
@@ -290,9 +290,8 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	 * d picks the slope). The header's inline read does the same. */
 	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
 	if (!early) {
-		/* A process that may not read the counter first, or a page
-		 * read whose early counter lies below the switch's (above):
-		 * the counter after the copy. */
+		/* A process that may not read the counter first: the counter
+		 * after the copy. */
 		TH_STEP("read_counter");
 		/* Ordered reads issued the fence before the copy. */
 		c = th_hw_ctr_relaxed();
@@ -365,6 +364,22 @@ static inline __attribute__((always_inline)) int th__read_page(int ck, int order
 	/* Acquire: pairs with the daemon's release commit. */
 	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, c,
 			   early);
+}
+
+/* The read of the timeline the local word `lc` names: this process's own,
+ * or the daemon's page (one copy of the code for both). */
+static inline __attribute__((always_inline)) int th__read_any(uint64_t lc, int ck, int ordered,
+							      struct timespec *ts, uint64_t c, int early)
+{
+	int shared = TH_CUR_SLOT(lc) == TH_SLOT_SHARED;
+	struct th_timeline *tl = &th__P.tl;
+	uint64_t cur = lc;
+	if (TH_UNLIKELY(shared)) {
+		tl = th__page_tl();
+		/* Acquire: pairs with the daemon's release commit. */
+		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	}
+	return th__read_tl(tl, cur, ck, ordered, ts, shared, lc, c, early);
 }
 
 /*

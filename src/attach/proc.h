@@ -202,7 +202,10 @@ int th__kdata_recheck(void) TH_HIDDEN;
 static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 {
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_LIKELY(sec < 0 || w >= (((uint64_t)epoch << 48) | (uint64_t)sec)))
+	/* The floor's compare first: the common case falls through to the
+	 * return (a negative second, before 1970, never raises the floor; its
+	 * key has the top bits set and rarely passes the compare). */
+	if (TH_LIKELY(w >= (((uint64_t)epoch << 48) | (uint64_t)sec)) || sec < 0)
 		return;
 	th__g3_raise_slow((uint64_t)sec, epoch);
 }

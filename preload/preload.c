@@ -93,20 +93,15 @@ static inline int mode_now(void)
 
 /*
  * The clocks programs read most, straight from the library's one reader
- * (th__fine in proc.h: the local records or timehandsd's page; a REALTIME
- * reading raises the G3 floor that time() and the coarse REALTIME clock are
- * held to), one small function each as in api.c, so that each gets a lean
- * prologue.
+ * (proc.h: the local records or timehandsd's page; a REALTIME reading raises
+ * the G3 floor that time() and the coarse REALTIME clock are held to), the
+ * same functions per clock as api.c's (TH_FINE_FUNCS), so that each gets a
+ * lean prologue.
  */
-#define FINE(name, ck, ordered)                                        \
-	static __attribute__((noinline)) int name(struct timespec *ts) \
-	{                                                              \
-		return th__fine(ck, ordered, ts);                      \
-	}
-FINE(read_monotonic, TH_CK_MONO, 1)
-FINE(read_realtime, TH_CK_REAL, 1)
-FINE(read_monotonic_relaxed, TH_CK_MONO, 0)
-FINE(read_realtime_relaxed, TH_CK_REAL, 0)
+TH_FINE_FUNCS(read_monotonic, TH_CK_MONO, 1)
+TH_FINE_FUNCS(read_realtime, TH_CK_REAL, 1)
+TH_FINE_FUNCS(read_monotonic_relaxed, TH_CK_MONO, 0)
+TH_FINE_FUNCS(read_realtime_relaxed, TH_CK_REAL, 0)
 
 /* The coarse clocks cost about as much as a dispatch: theirs are direct
  * (th__coarse_ts also holds REALTIME to the G3 floor). */

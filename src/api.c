@@ -19,46 +19,16 @@
 #define TH_API __attribute__((visibility("default")))
 #define NS_PER_S 1000000000LL
 
-/* One small function per clock, so that each fast path gets its own lean
- * prologue; th_clock_gettime only dispatches (tail calls). Each clock's
- * entry takes the fence, the process's word and the counter, and jumps to
- * the read of the timeline the word names (its own or the daemon's page) or,
- * where the counter may not be read first, to the read that takes it after
- * the copy: none of the three pays the others' registers, and the entry
- * saves none before the fence. */
-#define FINE(name, ck, ordered)                                                   \
-	static __attribute__((noinline)) int name##_late(struct timespec *ts,     \
-							 uint64_t cur)            \
-	{                                                                         \
-		return th__read_any(cur, ck, ordered, ts, 0, 0);                  \
-	}                                                                         \
-	static __attribute__((noinline)) int name##_page(struct timespec *ts,     \
-							 uint64_t lc, uint64_t c) \
-	{                                                                         \
-		return th__read_page(ck, ordered, ts, lc, c, 1);                  \
-	}                                                                         \
-	static __attribute__((noinline)) int name##_own(struct timespec *ts,      \
-							uint64_t cur, uint64_t c) \
-	{                                                                         \
-		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0, c, 1);  \
-	}                                                                         \
-	static __attribute__((noinline)) int name(struct timespec *ts)            \
-	{                                                                         \
-		uint64_t cur = th__read_cur(ordered);                             \
-		uint64_t c;                                                       \
-		if (TH_UNLIKELY(!th__read_ctr(&c)))                               \
-			return name##_late(ts, cur);                              \
-		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))              \
-			return name##_page(ts, cur, c);                           \
-		return name##_own(ts, cur, c);                                    \
-	}
-FINE(get_monotonic, TH_CK_MONO, 1)
-FINE(get_realtime, TH_CK_REAL, 1)
-FINE(get_raw, TH_CK_RAW, 1)
-FINE(get_boottime, TH_CK_BOOT, 1)
-FINE(get_tai, TH_CK_TAI, 1)
-FINE(get_monotonic_relaxed, TH_CK_MONO, 0)
-FINE(get_realtime_relaxed, TH_CK_REAL, 0)
+/* One small function per clock (TH_FINE_FUNCS, proc.h), so that each fast
+ * path gets its own lean prologue; th_clock_gettime only dispatches (tail
+ * calls). */
+TH_FINE_FUNCS(get_monotonic, TH_CK_MONO, 1)
+TH_FINE_FUNCS(get_realtime, TH_CK_REAL, 1)
+TH_FINE_FUNCS(get_raw, TH_CK_RAW, 1)
+TH_FINE_FUNCS(get_boottime, TH_CK_BOOT, 1)
+TH_FINE_FUNCS(get_tai, TH_CK_TAI, 1)
+TH_FINE_FUNCS(get_monotonic_relaxed, TH_CK_MONO, 0)
+TH_FINE_FUNCS(get_realtime_relaxed, TH_CK_REAL, 0)
 
 static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
 {

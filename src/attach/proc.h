@@ -386,6 +386,39 @@ static inline __attribute__((always_inline)) int th__read_any(uint64_t lc, int c
 }
 
 /*
+ * The fast read of one clock as the functions of an entry point (the
+ * library's th_clock_gettime, the preload's clock_gettime): `name` takes the
+ * fence, the process's word and the counter, and jumps to the read of the
+ * timeline the word names (its own, name##_own, or the daemon's page,
+ * name##_page) or, where the counter may not be read first, to the read that
+ * takes it after the copy (name##_late): none of the three pays the others'
+ * registers, and the entry saves none before the fence.
+ */
+#define TH_FINE_FUNCS(name, ck, ordered)                                                                       \
+	static __attribute__((noinline)) int name##_late(struct timespec *ts, uint64_t cur)                    \
+	{                                                                                                      \
+		return th__read_any(cur, ck, ordered, ts, 0, 0);                                               \
+	}                                                                                                      \
+	static __attribute__((noinline)) int name##_page(struct timespec *ts, uint64_t lc, uint64_t c)         \
+	{                                                                                                      \
+		return th__read_page(ck, ordered, ts, lc, c, 1);                                               \
+	}                                                                                                      \
+	static __attribute__((noinline)) int name##_own(struct timespec *ts, uint64_t cur, uint64_t c)         \
+	{                                                                                                      \
+		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0, c, 1);                               \
+	}                                                                                                      \
+	static __attribute__((noinline)) int name(struct timespec *ts)                                         \
+	{                                                                                                      \
+		uint64_t cur = th__read_cur(ordered);                                                          \
+		uint64_t c;                                                                                    \
+		if (TH_UNLIKELY(!th__read_ctr(&c)))                                                            \
+			return name##_late(ts, cur);                                                           \
+		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
+			return name##_page(ts, cur, c);                                                        \
+		return name##_own(ts, cur, c);                                                                 \
+	}
+
+/*
  * Fine read of clock `ck`: the one reader behind every fine clock. No attach
  * or fork check here: before the first attach the timeline is empty (gen 0,
  * slow path), and a fork child's inherited records stay exact; the slow path

@@ -517,7 +517,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		/* Relaxed: published by the release CAS below (th_proc.sh_ctr).
 		 * A reader of the previous switch that loads it finds its own
 		 * word changed (the leave since), or a larger counter: either
-		 * way it reads the counter again. */
+		 * way its read goes to the slow path. */
 		atomic_store_explicit(&p->sh_ctr, at, memory_order_relaxed);
 		TH_STEP("share");
 		/* Release: the floors above, and the page mapping, are visible to

@@ -39,7 +39,8 @@ static int64_t vd_kread(void *ctx, clockid_t id)
 	(void)ctx;
 	struct timespec ts = {0, 0};
 	th_sim_kread(id, &ts);
-	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - (id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE ? 0 : V.lag_ns);
+	int64_t lag = id == CLOCK_MONOTONIC_COARSE || id == CLOCK_REALTIME_COARSE ? 0 : V.lag_ns;
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - lag;
 }
 
 static uint64_t vd_ctr(void *ctx)

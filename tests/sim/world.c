@@ -193,6 +193,7 @@ struct vthread {
 	int64_t stall_until;
 	int64_t fence_T;       /* virtual time of the ordered read's fence, until its counter read */
 	uint64_t fence_c;      /* the counter then (before the skews) */
+	uint64_t fence_base;   /* W.ctr_base then: a counter event since makes no early value */
 };
 
 static struct vthread TH[SIM_MAX_THREADS];
@@ -261,6 +262,7 @@ void th_sim_fence(void)
 	if (cur >= 0) {
 		TH[cur].fence_T = W.T;
 		TH[cur].fence_c = ctr_at(W.T);
+		TH[cur].fence_base = W.ctr_base;
 	}
 }
 
@@ -273,9 +275,11 @@ uint64_t th_sim_ctr(int ordered)
 		/* The hardware may run an unordered counter read as early as
 		 * the fence before it, past the loads between (the reader may
 		 * have been switched out among them meanwhile): a value the
-		 * counter passed since the fence, often the fence's own. */
+		 * counter passed since the fence, often the fence's own (none
+		 * across a jump or a rate change of the counter). */
 		uint64_t f = TH[cur].fence_c;
-		if (!ordered && TH[cur].fence_T > 0 && f < c && rndf() < W.cfg->ctr_early_prob)
+		if (!ordered && TH[cur].fence_T > 0 && TH[cur].fence_base == W.ctr_base && f < c &&
+		    rndf() < W.cfg->ctr_early_prob)
 			c = (rnd() & 1) ? f : f + rnd() % (c - f + 1); /* half of them at the extreme */
 		TH[cur].fence_T = 0;
 	}

@@ -1551,15 +1551,12 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 /* The fine read from the daemon's page, one copy per clock. */
 struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
 {
-	struct th_timeline *tl = th__page_tl();
-	/* Acquire: pairs with the daemon's release commit. */
-	uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	switch (ck) {
-	case TH_CK_REAL: return th__read_tl_v(tl, cur, TH_CK_REAL, ordered, 1, lc, c, early);
-	case TH_CK_BOOT: return th__read_tl_v(tl, cur, TH_CK_BOOT, ordered, 1, lc, c, early);
-	case TH_CK_TAI: return th__read_tl_v(tl, cur, TH_CK_TAI, ordered, 1, lc, c, early);
-	case TH_CK_RAW: return th__read_tl_v(tl, cur, TH_CK_RAW, ordered, 1, lc, c, early);
-	default: return th__read_tl_v(tl, cur, TH_CK_MONO, ordered, 1, lc, c, early);
+	case TH_CK_REAL: return th__read_page_v(TH_CK_REAL, ordered, lc, c, early);
+	case TH_CK_BOOT: return th__read_page_v(TH_CK_BOOT, ordered, lc, c, early);
+	case TH_CK_TAI: return th__read_page_v(TH_CK_TAI, ordered, lc, c, early);
+	case TH_CK_RAW: return th__read_page_v(TH_CK_RAW, ordered, lc, c, early);
+	default: return th__read_page_v(TH_CK_MONO, ordered, lc, c, early);
 	}
 }
 

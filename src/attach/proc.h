@@ -313,11 +313,9 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	return (struct th_tv){sec, n};
 }
 
-static inline __attribute__((always_inline)) int th__read_tl(struct th_timeline *tl, uint64_t cur, int ck,
-							     int ordered, struct timespec *ts, const int shared,
-							     uint64_t lc, uint64_t c, int early)
+/* A reading into the caller's timespec; 0, as clock_gettime returns. */
+static inline __attribute__((always_inline)) int th__tv_ts(struct th_tv v, struct timespec *ts)
 {
-	struct th_tv v = th__read_tl_v(tl, cur, ck, ordered, shared, lc, c, early);
 	ts->tv_sec = (time_t)v.sec;
 	ts->tv_nsec = (long)v.nsec;
 	return 0;
@@ -358,31 +356,24 @@ static inline __attribute__((always_inline)) int th__read_ctr(uint64_t *c)
 	return 1;
 }
 
-/* The read of the daemon's page, for a function of one clock (api.c); `lc`:
- * the local word, which named the shared slot; (c, early): th__read_ctr's. */
-static inline __attribute__((always_inline)) int th__read_page(int ck, int ordered, struct timespec *ts,
-							       uint64_t lc, uint64_t c, int early)
+/* The read of the daemon's page; `lc`: the local word, which named the
+ * shared slot; (c, early): th__read_ctr's. */
+static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck, int ordered, uint64_t lc,
+									  uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, ts, 1, lc, c,
-			   early);
+	return th__read_tl_v(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early);
 }
 
-/* The read of the timeline the local word `lc` names: this process's own,
- * or the daemon's page (one copy of the code for both). */
-static inline __attribute__((always_inline)) int th__read_any(uint64_t lc, int ck, int ordered,
-							      struct timespec *ts, uint64_t c, int early)
+/* The read of the timeline the local word `cur` names: this process's own,
+ * or the daemon's page (out of line, th__fine_shared_v). */
+static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64_t cur, int ck, int ordered,
+									  uint64_t c, int early)
 {
-	int shared = TH_CUR_SLOT(lc) == TH_SLOT_SHARED;
-	struct th_timeline *tl = &th__P.tl;
-	uint64_t cur = lc;
-	if (TH_UNLIKELY(shared)) {
-		tl = th__page_tl();
-		/* Acquire: pairs with the daemon's release commit. */
-		cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
-	}
-	return th__read_tl(tl, cur, ck, ordered, ts, shared, lc, c, early);
+	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
+		return th__fine_shared_v(ck, ordered, cur, c, early);
+	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 
 /*
@@ -397,15 +388,15 @@ static inline __attribute__((always_inline)) int th__read_any(uint64_t lc, int c
 #define TH_FINE_FUNCS(name, ck, ordered)                                                                       \
 	static __attribute__((noinline)) int name##_late(struct timespec *ts, uint64_t cur)                    \
 	{                                                                                                      \
-		return th__read_any(cur, ck, ordered, ts, 0, 0);                                               \
+		return th__tv_ts(th__read_word_v(cur, ck, ordered, 0, 0), ts);                                 \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name##_page(struct timespec *ts, uint64_t lc, uint64_t c)         \
 	{                                                                                                      \
-		return th__read_page(ck, ordered, ts, lc, c, 1);                                               \
+		return th__tv_ts(th__read_page_v(ck, ordered, lc, c, 1), ts);                                  \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name##_own(struct timespec *ts, uint64_t cur, uint64_t c)         \
 	{                                                                                                      \
-		return th__read_tl(&th__P.tl, cur, ck, ordered, ts, 0, 0, c, 1);                               \
+		return th__tv_ts(th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, 1), ts);                  \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name(struct timespec *ts)                                         \
 	{                                                                                                      \
@@ -429,17 +420,12 @@ static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int
 	uint64_t cur = th__read_cur(ordered);
 	uint64_t c;
 	int early = th__read_ctr(&c);
-	if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))
-		return th__fine_shared_v(ck, ordered, cur, c, early);
-	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
+	return th__read_word_v(cur, ck, ordered, c, early);
 }
 
 static inline __attribute__((always_inline)) int th__fine(int ck, int ordered, struct timespec *ts)
 {
-	struct th_tv v = th__fine_v(ck, ordered);
-	ts->tv_sec = (time_t)v.sec;
-	ts->tv_nsec = (long)v.nsec;
-	return 0;
+	return th__tv_ts(th__fine_v(ck, ordered), ts);
 }
 
 /* th__fine, also returning the REALTIME epoch of the G3 floor (for callers

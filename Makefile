@@ -1,15 +1,17 @@
 # Thin front for CMake.
 #   make                 build everything
-#   make test            build and run the default test suite
+#   make test            set up (tests/packages.txt), build and run the default test suite
 #   make bench           build and run the comparison against the kernel's clocks
 #   make install PREFIX=/usr/local [DESTDIR=...]
+#   make dev             gcc and clang builds with warnings as errors, then make test
 #   make test-long | test-sanitize | test-aarch64 | test-model | fuzz   (further tiers)
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+SETUP = ./tests/tiers/setup.sh
 
-.PHONY: all test bench install clean test-long test-sanitize test-aarch64 test-model fuzz
+.PHONY: all test bench install clean dev test-long test-sanitize test-aarch64 test-model fuzz
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -17,16 +19,30 @@ all: $(BUILD)/CMakeCache.txt
 $(BUILD)/CMakeCache.txt:
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_FLAGS)
 
-test: all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long
+# Set-up first (as root it installs the packages the tests use), then build:
+# in sequence, also under make -j.
+test:
+	$(SETUP) build test
+	$(MAKE) all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE long; rc=$$?; \
+		cd $(CURDIR) && $(SETUP) --report build test; exit $$rc
 
-bench: all
+bench:
+	$(SETUP) build bench
+	$(MAKE) all
 	./bench/run.sh $(BUILD)
 
 install: all
 	cmake -S . -B $(BUILD) -DCMAKE_INSTALL_PREFIX=$(PREFIX) >/dev/null
 	cmake --build $(BUILD) -j $(JOBS)
 	DESTDIR=$(DESTDIR) cmake --install $(BUILD)
+
+dev:
+	cmake -S . -B build-dev -DTH_WERROR=ON >/dev/null
+	cmake --build build-dev -j $(JOBS)
+	cmake -S . -B build-dev-clang -DTH_WERROR=ON -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ >/dev/null
+	cmake --build build-dev-clang -j $(JOBS)
+	$(MAKE) test BUILD=build-dev
 
 test-long: all
 	cd $(BUILD) && ctest --output-on-failure -L long

@@ -621,8 +621,10 @@ static void shared_rows(void)
 	char mode[256];
 	const char *env[] = {"TIMEHANDS_PAGE", page, NULL};
 	int st = spawn_self(NULL, "shared", "timehands-shared", NULL, env, "mode", mode, sizeof mode);
-	if (!child_ok(st) && daemon > 0) {
-		/* a daemon just started may not have validated its page yet */
+	/* the child waits for its join; a failed one runs again, twice at most */
+	for (int again = 0; again < 2 && !child_ok(st) && (daemon <= 0 || waitpid(daemon, NULL, WNOHANG) == 0);
+	     again++) {
+		progress("timehands-shared: the child did not run in shared mode (%s); once more", mode[0] ? mode : "failed");
 		usleep(500000);
 		st = spawn_self(NULL, "shared", "timehands-shared", NULL, env, "mode", mode, sizeof mode);
 	}
@@ -1253,9 +1255,20 @@ static int child_main(const char *mode, const char *impl, const char *ops)
 		printf("info\tinterposed\tclock_gettime from %s\n", where);
 		percall_run(&B.o, SET_PRELOAD, impl, ops, &rows);
 	} else if (strcmp(mode, "shared") == 0) {
+		/* A process joins the page at its first read and, where the
+		 * page is not ready yet (a daemon just started, a busy machine),
+		 * tries again about once a second: wait for it, bounded. */
 		struct th_status st;
-		memset(&st, 0, sizeof st);
-		th_status(&st, sizeof st);
+		int64_t give_up = bench_now_ns() + 15 * (int64_t)1000000000;
+		for (;;) {
+			memset(&st, 0, sizeof st);
+			th_status(&st, sizeof st);
+			if (st.mode == TH_MODE_SHARED || bench_now_ns() > give_up)
+				break;
+			struct timespec ts;
+			th_clock_gettime(CLOCK_MONOTONIC, &ts);
+			usleep(20000);
+		}
 		if (st.mode != TH_MODE_SHARED) {
 			printf("info\tmode\tmode %s%s%s\n", mode_name(st.mode), st.reason[0] ? ": " : "", st.reason);
 			return 3;

@@ -544,6 +544,9 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		}
 	}
 	/* Could not switch: back to a local line (or kernel records). */
+	copy_reason(p->page_reason, sizeof p->page_reason,
+		    "joining timehandsd's page was interrupted (this thread was preempted while switching): "
+		    "tried again at the next windup", "");
 	if (th_disc_ready(&p->disc) && p->counter_usable)
 		install_line(p, &base, 1);
 	else
@@ -822,6 +825,8 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 			/* joining: the same line with fresh offsets and coarse
 			 * value (a REALTIME step is still followed), never due */
 			TH_STEP("join");
+			copy_reason(p->page_reason, sizeof p->page_reason,
+				    "joining timehandsd's page: the local line serves until it runs out", "");
 			local_windup(p, 1);
 			return 1;
 		}

@@ -10,10 +10,37 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 struct th_vdso th_vdso;
+
+/* Set once by th_kclock_init, before any read that depends on it; relaxed
+ * atomics like th_vdso (it orders nothing else). */
+static int fine_by_syscall;
+
+int th_kclock_counter_forbidden(void)
+{
+#if defined(__x86_64__)
+	int mode = 0;
+	return prctl(PR_GET_TSC, &mode, 0, 0, 0) == 0 && mode == PR_TSC_SIGSEGV;
+#else
+	return 0;
+#endif
+}
+
+int th_kclock_fine_by_syscall(void)
+{
+	return __atomic_load_n(&fine_by_syscall, __ATOMIC_RELAXED);
+}
+
+/* The vDSO reads the counter for every clock but the coarse ones (their
+ * value is the tick's, in the data page). */
+static int reads_counter(clockid_t id)
+{
+	return id != CLOCK_REALTIME_COARSE && id != CLOCK_MONOTONIC_COARSE;
+}
 
 static unsigned long sysv_hash_count(const ElfW(Word) *hash)
 {
@@ -108,6 +135,10 @@ void th_kclock_init(void)
 	(void)base;
 #endif
 #undef TH_VDSO_SET
+	/* Under PR_SET_TSC the vDSO's RDTSC(P) would raise SIGSEGV wherever
+	 * the kernel's clocksource is read from the TSC (tsc, kvm-clock and
+	 * the Hyper-V page with a stable TSC): such reads go by system call. */
+	__atomic_store_n(&fine_by_syscall, th_kclock_counter_forbidden(), __ATOMIC_RELAXED);
 }
 
 static int ret_errno(long r)
@@ -127,7 +158,7 @@ int th_sys_clock_gettime(clockid_t id, struct timespec *ts)
 int th_kclock_gettime(clockid_t id, struct timespec *ts)
 {
 	th_vdso_clock_gettime_fn clock_gettime_fn = TH_VDSO(clock_gettime);
-	if (clock_gettime_fn) {
+	if (clock_gettime_fn && (!reads_counter(id) || !th_kclock_fine_by_syscall())) {
 		/* The vDSO returns -errno instead of setting errno. */
 		return ret_errno(clock_gettime_fn(id, ts));
 	}
@@ -145,7 +176,7 @@ int th_kclock_getres(clockid_t id, struct timespec *ts)
 int th_kgettimeofday(struct timeval *tv, void *tz)
 {
 	th_vdso_gettimeofday_fn gettimeofday_fn = TH_VDSO(gettimeofday);
-	if (gettimeofday_fn)
+	if (gettimeofday_fn && !th_kclock_fine_by_syscall())
 		return ret_errno(gettimeofday_fn(tv, tz));
 	return (int)syscall(SYS_gettimeofday, tv, tz);
 }

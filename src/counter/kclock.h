@@ -32,6 +32,14 @@ extern struct th_vdso th_vdso;
 
 void th_kclock_init(void);
 
+/* 1 where this process may not read the counter (x86: PR_SET_TSC set to
+ * SIGSEGV), asked of the kernel now. */
+int th_kclock_counter_forbidden(void);
+/* 1 where th_kclock_init found the counter forbidden: the functions below
+ * then read every clock the vDSO would compute from the counter by system
+ * call (time() and the coarse clocks still come from the vDSO). */
+int th_kclock_fine_by_syscall(void);
+
 /* The kernel's clock_gettime, exact result; sets errno like libc on error. */
 int th_kclock_gettime(clockid_t id, struct timespec *ts);
 int th_kclock_getres(clockid_t id, struct timespec *ts);

@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -192,9 +191,8 @@ void th_trust_probe(struct th_trust *t, int counter_mode)
 		set_reason(t, "the CPU has no time stamp counter", "", "");
 		return;
 	}
-	int tsc_mode = 0;
-	if (prctl(PR_GET_TSC, &tsc_mode, 0, 0, 0) == 0 && tsc_mode == PR_TSC_SIGSEGV) {
-		set_reason(t, "PR_SET_TSC forbids reading the TSC in this process", "", "");
+	if (th_kclock_counter_forbidden()) {
+		set_reason(t, "PR_SET_TSC forbids reading the TSC in this process: the kernel's clocks by system call", "", "");
 		return;
 	}
 	if (counter_mode == TH_CTR_OFF) {

@@ -25,7 +25,7 @@ static _Atomic int cpt_failures;
 		if (!(cond)) {                                                                \
 			if (atomic_fetch_add(&cpt_failures, 1) < 20) {                        \
 				char msg_[256];                                               \
-				int n_ = snprintf(msg_, sizeof msg_, "%s:%d: CHECK(%s) failed: ", \
+				int n_ = snprintf(msg_, sizeof msg_, "%.60s:%d: CHECK(%.120s) failed: ", \
 						  __FILE__, __LINE__, #cond);                 \
 				if (n_ > 0 && n_ < (int)sizeof msg_)                          \
 					snprintf(msg_ + n_, sizeof msg_ - (size_t)n_, __VA_ARGS__); \

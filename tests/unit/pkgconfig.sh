@@ -3,6 +3,10 @@
 # `pkg-config timehands` and run them.
 set -eu
 build=$1 src=$2
+for tool in pkg-config:pkg-config c++:g++; do
+	command -v "${tool%%:*}" >/dev/null 2>&1 ||
+		{ echo "SKIP: ${tool%%:*} is needed (Debian package: ${tool#*:})"; exit 77; }
+done
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" >/dev/null

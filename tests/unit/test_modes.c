@@ -2,6 +2,7 @@
  * Process-wide conditions that decide the mode at attach, each in a child
  * process of its own (attach happens once per process):
  *   prtsc    PR_SET_TSC forbids RDTSC: kernel mode with a reason, no SIGSEGV
+ *            from any th_ function with any clock id
  *   disable  TIMEHANDS_DISABLE=1: every read is the kernel's
  *   badenv   bad variable values: a warning, then the defaults
  *   attach   the first read costs a handful of system calls (G8), counted
@@ -16,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
+#include <sys/times.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +28,13 @@
 static const clockid_t ids[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI,
 				CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE, TH_CLOCK_REALTIME_RELAXED,
 				TH_CLOCK_MONOTONIC_RELAXED};
+
+/* The kernel's reading by system call: under PR_SET_TSC the vDSO itself may
+ * execute RDTSC(P) and die (clocksource tsc, kvm-clock with a stable TSC). */
+static int kread(clockid_t id, struct timespec *ts)
+{
+	return (int)syscall(SYS_clock_gettime, id, ts);
+}
 
 static clockid_t base_id(clockid_t id)
 {
@@ -41,9 +50,9 @@ static void sandwich_all(int rounds)
 	for (int r = 0; r < rounds; r++)
 		for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
 			struct timespec a, t, b;
-			clock_gettime(base_id(ids[i]), &a);
+			kread(base_id(ids[i]), &a);
 			CHECK(th_clock_gettime(ids[i], &t) == 0, "id %d", (int)ids[i]);
-			clock_gettime(base_id(ids[i]), &b);
+			kread(base_id(ids[i]), &b);
 			int coarse = ids[i] == CLOCK_REALTIME_COARSE || ids[i] == CLOCK_MONOTONIC_COARSE;
 			int64_t below = coarse ? 10000000 : 2000;
 			CHECK(ts_to_ns(&t) >= ts_to_ns(&a) - below && ts_to_ns(&t) <= ts_to_ns(&b) + 2000,
@@ -52,32 +61,70 @@ static void sandwich_all(int rounds)
 		}
 }
 
+/* Every th_ function with every clock id, each one's result checked. */
+static void every_function(void)
+{
+	static const clockid_t more[] = {CLOCK_PROCESS_CPUTIME_ID, CLOCK_THREAD_CPUTIME_ID,
+					 TH_CLOCK_PROCESS_CPUTIME_COARSE, TH_CLOCK_THREAD_CPUTIME_COARSE,
+					 CLOCK_BOOTTIME_ALARM, CLOCK_REALTIME_ALARM};
+	struct timespec t, r;
+	for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) {
+		CHECK(th_clock_getres(ids[i], &r) == 0 && ts_to_ns(&r) > 0, "getres id %d", (int)ids[i]);
+		CHECK(th_clock_getres(ids[i], NULL) == 0, "getres id %d NULL", (int)ids[i]);
+	}
+	for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+		errno = 0;
+		int rc = th_clock_gettime(more[i], &t);
+		/* the alarm clocks exist on kernels with an RTC; where they do not,
+		 * EINVAL is the kernel's own answer */
+		CHECK(rc == 0 || errno == EINVAL, "id %d: rc %d errno %d", (int)more[i], rc, errno);
+		if (rc == 0)
+			CHECK(t.tv_nsec >= 0 && t.tv_nsec < 1000000000, "id %d: tv_nsec %ld", (int)more[i], t.tv_nsec);
+		th_clock_getres(more[i], &r);
+	}
+	errno = 0;
+	CHECK(th_clock_gettime((clockid_t)12345, &t) == -1 && errno == EINVAL, "unknown id: EINVAL");
+	errno = 0;
+	CHECK(th_clock_gettime((clockid_t)-1, &t) == -1 && errno == EINVAL, "id -1: EINVAL");
+	errno = 0;
+	CHECK(th_clock_getres((clockid_t)12345, &r) == -1 && errno == EINVAL, "getres unknown id: EINVAL");
+	struct timeval tv;
+	struct timespec a;
+	kread(CLOCK_REALTIME, &a);
+	CHECK(th_gettimeofday(&tv, NULL) == 0 && tv.tv_sec >= a.tv_sec, "gettimeofday");
+	time_t s = 0;
+	CHECK(th_time(&s) >= a.tv_sec && s >= a.tv_sec, "time");
+	struct tms tm;
+	CHECK(th_times(&tm) != (clock_t)-1, "times");
+	CHECK(th_clock() != (clock_t)-1, "clock");
+}
+
 static int mode_prtsc(void)
 {
 	if (prctl(PR_SET_TSC, PR_TSC_SIGSEGV, 0, 0, 0) != 0) {
 		printf("prtsc: PR_SET_TSC not supported here\n");
 		return 77;
 	}
-	sandwich_all(20000); /* a SIGSEGV ends the test */
+	every_function(); /* a SIGSEGV ends the test */
+	sandwich_all(20000);
 	/* the header's inline reads (constant ids) read the counter only where
 	 * the library says the process may */
 	for (int i = 0; i < 1000; i++) {
 		struct timespec a, t;
-		clock_gettime(CLOCK_MONOTONIC, &a);
+		kread(CLOCK_MONOTONIC, &a);
 		CHECK(th_clock_gettime(CLOCK_MONOTONIC, &t) == 0 && ts_to_ns(&t) >= ts_to_ns(&a) - 2000,
 		      "inline MONOTONIC");
 		CHECK(th_clock_gettime(CLOCK_REALTIME, &t) == 0, "inline REALTIME");
 		CHECK(th_clock_gettime(TH_CLOCK_MONOTONIC_RELAXED, &t) == 0, "inline MONOTONIC_RELAXED");
 	}
+	every_function();
 	const struct th__fast *f = th__fast();
 	CHECK(f->minor >= 3 && f->ctr_early && *f->ctr_early == 0, "the counter may be read first under PR_SET_TSC");
-	struct timeval tv;
-	CHECK(th_gettimeofday(&tv, NULL) == 0, "gettimeofday");
-	CHECK(th_time(NULL) >= tv.tv_sec, "time");
 	struct th_status st;
 	th_status(&st, sizeof st);
 	CHECK(st.mode == TH_MODE_KERNEL, "mode %u", st.mode);
-	CHECK(strstr(st.reason, "PR_SET_TSC") != NULL, "reason: %s", st.reason);
+	CHECK(strstr(st.reason, "PR_SET_TSC") != NULL && strstr(st.reason, "system call") != NULL, "reason: %s",
+	      st.reason);
 	return check_done("prtsc");
 }
 

@@ -5,13 +5,14 @@
 #   make install PREFIX=/usr/local [DESTDIR=...]
 #   make dev             gcc and clang builds with warnings as errors, then make test
 #   make test-long | test-sanitize | test-aarch64 | test-model | fuzz   (further tiers)
+#   make test-faults     as root: change the kernel's clock under the readers (runs alone)
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 SETUP = ./tests/tiers/setup.sh
 
-.PHONY: all test bench install clean dev test-long test-sanitize test-aarch64 test-model fuzz
+.PHONY: all test bench install clean dev test-long test-sanitize test-aarch64 test-model test-faults fuzz
 
 all: $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
@@ -55,6 +56,9 @@ test-aarch64:
 
 test-model:
 	./tests/tiers/model.sh
+
+test-faults:
+	./tests/tiers/faults.sh
 
 fuzz:
 	./tests/tiers/fuzz.sh

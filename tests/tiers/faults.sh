@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# make test-faults: the real-kernel fault tier. As root, changes the kernel's
+# clock the way time daemons and operators do (adjtimex frequency, tick and PLL
+# slews, ADJ_SETOFFSET and clock_settime steps of 100 ms, clocksource
+# switches; every change undone, every step paired) while readers check G1-G5
+# on every clock id (tests/faults/faults.c): through the library in local
+# mode, in shared mode with a timehandsd of its own, and through the preload
+# under a program that reads libc's clocks, local and shared.
+#
+# Runs alone: it moves the clock under everything else on the machine. Without
+# root, or where the kernel refuses adjtimex, it says why and exits 0.
+#   FAULTS="freq step" make test-faults   (a subset; default: all)
+set -euo pipefail
+source "$(dirname "$0")/common.sh"
+
+if [ "$(id -u)" -ne 0 ]; then
+	tier_log "SKIP: changing the kernel's clock needs root (CAP_SYS_TIME)"
+	exit 0
+fi
+need cmake
+dir=$TH_ROOT/${TH_TIER_PREFIX}faults
+tier_build "$dir"
+f=$dir/tests/faults/timehands-faults
+fl=$dir/tests/faults/timehands-faults-libc
+cli=$dir/tools/timehands
+preload=$dir/preload/libtimehands-preload.so
+read -r -a scenarios <<<"${FAULTS:-all}"
+
+# Refused (a container without CAP_SYS_TIME): the program says so, exit 77.
+rc=0
+TIMEHANDS_PAGE=none "$f" --probe || rc=$?
+[ $rc -ne 77 ] || exit 0
+[ $rc -eq 0 ] || die "the probe failed"
+
+tmp=$(mktemp -d)
+daemon=
+cleanup() {
+	[ -z "$daemon" ] || kill "$daemon" 2>/dev/null || true
+	[ -z "$daemon" ] || wait "$daemon" 2>/dev/null || true
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+failed=()
+run() { # name, command...
+	local name=$1
+	shift
+	tier_log "$name"
+	if ! timeout -s TERM 600 "$@"; then
+		failed+=("$name")
+	fi
+}
+
+run "library, local mode" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
+run "preload, local mode" "$cli" run --preload "$preload" --page none -- "$fl" "${scenarios[@]}"
+
+"$dir/daemon/timehandsd" --page "$tmp/page" --foreground >"$tmp/daemon.log" 2>&1 &
+daemon=$!
+for _ in $(seq 100); do
+	[ -e "$tmp/page" ] && break
+	sleep 0.05
+done
+if [ ! -e "$tmp/page" ]; then
+	cat "$tmp/daemon.log" >&2
+	die "timehandsd did not publish $tmp/page"
+fi
+# shared where the daemon publishes counter lines this process may read;
+# where it does not, the readers run in the mode they get, and say which
+expect=()
+sleep 1
+if TIMEHANDS_PAGE=$tmp/page "$cli" status | grep -q '^mode: shared'; then
+	expect=(--expect shared)
+else
+	tier_log "a process here does not get shared mode: $(TIMEHANDS_PAGE=$tmp/page "$cli" status | grep '^reason:')"
+fi
+run "library, shared mode" env TIMEHANDS_PAGE="$tmp/page" "$f" "${expect[@]}" "${scenarios[@]}"
+run "preload, shared mode" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
+kill "$daemon"
+wait "$daemon" 2>/dev/null || true
+daemon=
+tier_log "timehandsd's log:"
+sed 's/^/    /' "$tmp/daemon.log" | tail -n 20
+
+if [ ${#failed[@]} -gt 0 ]; then
+	die "failed: ${failed[*]}"
+fi
+tier_log "ok"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make bench: run timehands-bench from a build directory, check its vDSO
-# figure against an independent measurement, plot, and regenerate the
-# README's results section.
+# figure against an independent measurement, plot, and write the results
+# report (doc/results-MACHINE.md) and the README's short table.
 #
 #   bench/run.sh [BUILD_DIR] [timehands-bench options...]
 #   make bench [BENCH_ARGS="--quick --threads 1,2,4,8,16"]
@@ -76,5 +76,5 @@ else
 	echo "no plot: gnuplot is not installed (Debian/Ubuntu: apt-get install gnuplot-nox)"
 fi
 
-# --- README results section.
+# --- Results report and the README's table.
 "$here/update-readme.sh" "$json"

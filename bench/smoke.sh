@@ -24,3 +24,10 @@ for section in "cpu " "Per-call cost" "Scalability" "Guarantees" "Performance ta
 done
 # shellcheck disable=SC2086 # expect is empty or one word
 python3 "$here/report.py" validate "$tmp/out.json" $expect
+# the README's table and the machine's full report (bench/update-readme.sh)
+printf '# t\n\n<!-- bench:begin -->\nold\n<!-- bench:end -->\n' >"$tmp/README.md"
+python3 "$here/report.py" readme "$tmp/out.json" "$tmp/README.md" "$tmp/doc" >/dev/null
+set -- "$tmp"/doc/results-*.md
+[ -f "$1" ] || { echo "no doc/results-MACHINE.md written"; exit 1; }
+grep -q "results-" "$tmp/README.md" && ! grep -q '^old$' "$tmp/README.md" ||
+	{ echo "README section not replaced"; cat "$tmp/README.md"; exit 1; }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Regenerate the README's benchmark results from bench/results/latest.json:
-# the text between <!-- bench:begin --> and <!-- bench:end --> in README.md is
-# replaced, nothing else is touched. Without the markers the section is
-# printed on stdout instead.
+# Regenerate the benchmark results from bench/results/latest.json: the full
+# report goes to doc/results-MACHINE.md next to README (one file per machine
+# kind, e.g. amd-epyc-kvm-clock), and a short table linking to it replaces the
+# text between <!-- bench:begin --> and <!-- bench:end --> in README.md;
+# nothing else is touched. Without the markers the table is printed instead.
 #
 #   bench/update-readme.sh [JSON] [README]
 set -eu

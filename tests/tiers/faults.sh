@@ -54,32 +54,44 @@ run() { # name, command...
 run "library, local mode" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
 run "preload, local mode" "$cli" run --preload "$preload" --page none -- "$fl" "${scenarios[@]}"
 
-"$dir/daemon/timehandsd" --page "$tmp/page" --foreground >"$tmp/daemon.log" 2>&1 &
-daemon=$!
-for _ in $(seq 100); do
-	[ -e "$tmp/page" ] && break
-	sleep 0.05
-done
-if [ ! -e "$tmp/page" ]; then
-	cat "$tmp/daemon.log" >&2
-	die "timehandsd did not publish $tmp/page"
-fi
-# shared where the daemon publishes counter lines this process may read;
-# where it does not, the readers run in the mode they get, and say which
-expect=()
-sleep 1
-if TIMEHANDS_PAGE=$tmp/page "$cli" status | grep -q '^mode: shared'; then
-	expect=(--expect shared)
-else
-	tier_log "a process here does not get shared mode: $(TIMEHANDS_PAGE=$tmp/page "$cli" status | grep '^reason:')"
-fi
+# A daemon of its own for each shared run: the state one run's changes left
+# in a daemon is not the next run's starting point.
+start_daemon() {
+	rm -f "$tmp/page"
+	"$dir/daemon/timehandsd" --page "$tmp/page" --foreground >"$tmp/daemon.log" 2>&1 &
+	daemon=$!
+	for _ in $(seq 100); do
+		[ -e "$tmp/page" ] && break
+		sleep 0.05
+	done
+	if [ ! -e "$tmp/page" ]; then
+		cat "$tmp/daemon.log" >&2
+		die "timehandsd did not publish $tmp/page"
+	fi
+	# shared where the daemon publishes counter lines this process may
+	# read; where it does not, the readers run in the mode they get
+	expect=()
+	sleep 1
+	if TIMEHANDS_PAGE=$tmp/page "$cli" status | grep -q '^mode: shared'; then
+		expect=(--expect shared)
+	else
+		tier_log "no shared mode here: $(TIMEHANDS_PAGE=$tmp/page "$cli" status | grep '^reason:')"
+	fi
+}
+stop_daemon() {
+	kill "$daemon"
+	wait "$daemon" 2>/dev/null || true
+	daemon=
+	tier_log "timehandsd's log (the end):"
+	tail -n 5 "$tmp/daemon.log" | sed 's/^/    /'
+}
+
+start_daemon
 run "library, shared mode" env TIMEHANDS_PAGE="$tmp/page" "$f" "${expect[@]}" "${scenarios[@]}"
+stop_daemon
+start_daemon
 run "preload, shared mode" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
-kill "$daemon"
-wait "$daemon" 2>/dev/null || true
-daemon=
-tier_log "timehandsd's log:"
-sed 's/^/    /' "$tmp/daemon.log" | tail -n 20
+stop_daemon
 
 if [ ${#failed[@]} -gt 0 ]; then
 	die "failed: ${failed[*]}"

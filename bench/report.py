@@ -146,7 +146,7 @@ def cmd_plot_data(args):
             cells = []
             for impl, _ in SCALE_IMPLS:
                 r = row(doc, "scaling", MONO, impl, t)
-                cells += ["%.6f" % r["wall_s"], "%.3f" % r["ns_per_call"]] if r else ["-", "-"]
+                cells += ["%.6f" % r.get("wall_s", 0.0), "%.3f" % r["ns_per_call"]] if r else ["-", "-"]
             f.write("%d %s\n" % (t, " ".join(cells)))
     ops = []
     for r in doc["results"]:
@@ -335,7 +335,9 @@ def full_report(doc):
             cells = []
             for impl, _ in SCALE_IMPLS:
                 r = row(doc, "scaling", MONO, impl, t)
-                cells += ["%.3f" % r["wall_s"], "%.4f" % (r["wall_s"] / t), fmt_ns(r["ns_per_call"])] if r else ["", "", ""]
+                # the bench leaves zero values out of its JSON
+                wall = r.get("wall_s", 0.0) if r else 0.0
+                cells += ["%.3f" % wall, "%.4f" % (wall / t), fmt_ns(r.get("ns_per_call", 0.0))] if r else ["", "", ""]
             w("| %d | %s |" % (t, " | ".join(cells)))
         two = [(label, row(doc, "scaling", MONO, impl, 2)) for impl, label in SCALE_IMPLS]
         if all(r and r.get("ratio_1t") for _, r in two):

@@ -4,8 +4,9 @@
  *
  * The kernel has these values only behind a system call (about 1.2 us here),
  * and times() has clock-tick resolution anyway. Each value is therefore kept
- * in a cache stamped with timehands' MONOTONIC time, refreshed about once per
- * tick (tick = resolution of CLOCK_MONOTONIC_COARSE, 4 ms here).
+ * in a cache stamped with timehands' MONOTONIC_COARSE time, refreshed about
+ * once per tick (tick = resolution of CLOCK_MONOTONIC_COARSE): a call costs a
+ * coarse read and a few loads.
  *
  * Process caches (times() fields; CLOCK_PROCESS_CPUTIME_ID for th_clock()
  * and the process coarse clock), shared by all threads:
@@ -16,7 +17,7 @@
  *     coherence of each field, a load that happens after another load of the
  *     same field returns the same or a larger value: utime, stime, their sum
  *     and clock() never decrease, in any thread and across threads.
- *   - The stamp is timehands' MONOTONIC taken *before* the kernel reading it
+ *   - The stamp is timehands' MONOTONIC_COARSE taken *before* the kernel reading it
  *     vouches for, raised (never lowered) with release after the fields. A
  *     reader that acquires stamp S sees fields at least as large as a kernel
  *     reading that began at or after S.
@@ -29,14 +30,13 @@
  *     holder was preempted) it reads the kernel itself and merges, so nobody
  *     waits for a stalled holder and its late, older reading changes nothing.
  *
- *   Bound: a value returned by a call at MONOTONIC time T is at least the
- *   exact kernel value of a reading begun at or after T - 2 ticks (normally
- *   T - 1 tick), and at most the largest value the kernel has returned. So it
- *   lags the exact value by at most what the kernel counted for the process
- *   in the last two ticks: <= 2 ticks x the number of CPUs, plus runtime the
- *   kernel had not yet accounted to threads on other CPUs. th_clock() and the
- *   coarse ids take T with an unordered counter read (like
- *   TH_CLOCK_MONOTONIC_RELAXED), which may place T a few ns early.
+ *   Bound: a value returned by a call whose MONOTONIC_COARSE reading is T is
+ *   at least the exact kernel value of a reading begun at or after T - 2
+ *   ticks (normally T - 1 tick), and at most the largest value the kernel has
+ *   returned. So it lags the exact value by at most what the kernel counted
+ *   for the process in the last two ticks before T (T itself lags the fine
+ *   clock by up to about a tick): <= 2 ticks x the number of CPUs, plus
+ *   runtime the kernel had not yet accounted to threads on other CPUs.
  *
  * Thread caches (TH_CLOCK_THREAD_CPUTIME_COARSE) are thread-local: the thread
  * refreshes its own value when the stamp is a tick old; no lock, nothing
@@ -56,11 +56,12 @@
  * MADV_WIPEONFORK is missing (kernels before 4.14; a static page serves) or
  * accepted and ignored (qemu-user), fork() still works, a raw fork does not.
  *
- * th_times() returns MONOTONIC in clock ticks (sysconf(_SC_CLK_TCK)) plus an
+ * th_times() returns MONOTONIC_COARSE in clock ticks (sysconf(_SC_CLK_TCK)) plus an
  * offset fixed per process at the first call so that it matches the kernel's
  * times() then (the kernel counts jiffies since shortly before boot). The
- * return is a pure function of the MONOTONIC reading the call takes, so it is
- * coherent with th_clock_gettime(CLOCK_MONOTONIC); it stays within a tick of
+ * return is a pure function of the coarse reading the call takes, so it is
+ * coherent with th_clock_gettime(CLOCK_MONOTONIC_COARSE) and never ahead of a
+ * later CLOCK_MONOTONIC (G4); it stays within a tick of
  * the kernel's value, whose tick boundaries have another phase.
  */
 #ifndef _GNU_SOURCE
@@ -84,7 +85,7 @@
 #define TH_CPU_NVAL 4
 
 struct th_cpu_cache {
-	/* MONOTONIC ns taken before the kernel reading that the values are at
+	/* MONOTONIC_COARSE ns taken before the kernel reading that the values are at
 	 * least; 0: no reading yet. Only ever raised. */
 	_Atomic uint64_t stamp;
 	_Atomic uint64_t val[TH_CPU_NVAL]; /* only ever raised */
@@ -96,7 +97,7 @@ struct th_cpu_cache {
 struct th_cpu_page {
 	/* Tag of this process's thread caches; 0 until the first slow path. */
 	_Atomic uint64_t incarnation;
-	/* th_times() origin: (kernel ticks - MONOTONIC ticks) ^ 2^63, so that
+	/* th_times() origin: (kernel ticks - MONOTONIC_COARSE ticks) ^ 2^63, so that
 	 * 0 (a fresh or wiped page) means "not calibrated yet". */
 	_Atomic uint64_t elapsed_off;
 	struct th_cpu_cache c[TH_CPU_NCACHES] __attribute__((aligned(64)));
@@ -137,25 +138,26 @@ static inline void ns_to_ts(uint64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)(ns % (uint64_t)NS_PER_S);
 }
 
-/* timehands' MONOTONIC, the clock every stamp is taken on. Unordered for the
- * freshness test of a fast read (a few ns early at worst); ordered for a
- * stamp, which must not be later than the kernel reading after it. */
-static inline __attribute__((always_inline)) uint64_t mono_now(int ordered)
+/* timehands' MONOTONIC_COARSE, the clock every stamp is taken on and every
+ * freshness test made with: what the cached values are good for is a tick,
+ * and the coarse read tells the tick for a few loads (G4: it is never ahead
+ * of a fine reading that follows, so a stamp is not later than the kernel
+ * reading after it). */
+static inline __attribute__((always_inline)) uint64_t coarse_now(void)
 {
 	struct timespec ts;
-	uint16_t ep;
-	th__fine_ts(TH_CK_MONO, ordered, &ts, &ep);
+	th__coarse_ts(0, &ts);
 	return ts_to_ns(&ts);
 }
 
 static inline uint64_t stamp_now(void)
 {
-	uint64_t s = mono_now(1);
+	uint64_t s = coarse_now();
 	return s ? s : 1; /* 0 means "no reading" */
 }
 
 /* Fresh: a stamp younger than `limit` ns at `now`. A stamp taken by another
- * thread after our unordered `now` may lie ahead of it: fresher still. The
+ * thread after our `now` may lie ahead of it: fresher still. The
  * limit (th__P.tick_ns, set by the first attach) is only read once a stamp
  * exists: a stamp is written after an attach, and acquiring it makes the
  * attach visible. */
@@ -331,7 +333,7 @@ static void serve(struct th_cpu_cache *c, uint64_t out[TH_CPU_NVAL])
 		out[i] = atomic_load_explicit(&c->val[i], memory_order_relaxed);
 }
 
-/* The slow half of a process-cache read at MONOTONIC `now`. */
+/* The slow half of a process-cache read at MONOTONIC_COARSE `now`. */
 static int cache_get(struct th_cpu_page *pg, int which, int mode, uint64_t now, uint64_t out[TH_CPU_NVAL])
 {
 	struct th_cpu_cache *c = &pg->c[which];
@@ -385,7 +387,7 @@ static __attribute__((noinline)) int proc_ns_slow(uint64_t *v)
 		return 0;
 	}
 	uint64_t out[TH_CPU_NVAL];
-	if (cache_get(page_get(), TH_CPU_PROC, mode, mono_now(0), out) != 0)
+	if (cache_get(page_get(), TH_CPU_PROC, mode, coarse_now(), out) != 0)
 		return -1;
 	*v = out[0];
 	return 0;
@@ -398,7 +400,7 @@ static inline __attribute__((always_inline)) int proc_ns(uint64_t *v)
 	 * th__P.tick_ns is read only once a stamp exists (TH_FRESH). */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_LIKELY(pg != NULL)) {
-		uint64_t now = mono_now(0);
+		uint64_t now = coarse_now();
 		struct th_cpu_cache *c = &pg->c[TH_CPU_PROC];
 		/* Acquire pairs with the release raise of the stamp in merge():
 		 * the value loaded below is at least that refresher's reading. */
@@ -423,7 +425,7 @@ clock_t th__clock(void)
 
 /* ------------------------------------------------------------ times() */
 
-/* Fix this process's th_times() origin: the kernel's times() minus MONOTONIC
+/* Fix this process's th_times() origin: the kernel's times() minus MONOTONIC_COARSE
  * in ticks, from a sandwich that does not straddle a tick boundary. One value
  * per process: the first compare-and-swap wins. */
 static int calibrate(struct th_cpu_page *pg, uint64_t *off)
@@ -437,12 +439,11 @@ static int calibrate(struct th_cpu_page *pg, uint64_t *off)
 	int64_t o = 0;
 	for (int i = 0; i < 4; i++) {
 		struct timespec a, b;
-		uint16_t ep;
-		th__fine_ts(TH_CK_MONO, 1, &a, &ep);
+		th__coarse_ts(0, &a);
 		long k = syscall(SYS_times, NULL);
 		if (k == -1)
 			return -1;
-		th__fine_ts(TH_CK_MONO, 1, &b, &ep);
+		th__coarse_ts(0, &b);
 		int64_t ta = mono_ticks(&a, hz), tb = mono_ticks(&b, hz);
 		o = (int64_t)k - tb;
 		if (ta == tb)
@@ -508,11 +509,10 @@ static __attribute__((noinline)) clock_t times_slow(struct tms *buf, const struc
 
 clock_t th__times(struct tms *buf)
 {
-	/* The elapsed ticks come from this MONOTONIC reading (ordered, like
-	 * th_clock_gettime(CLOCK_MONOTONIC)), which also dates the cache. */
+	/* The elapsed ticks come from this MONOTONIC_COARSE reading (the
+	 * kernel's times() counts ticks too), which also dates the cache. */
 	struct timespec ts;
-	uint16_t ep;
-	th__fine_ts(TH_CK_MONO, 1, &ts, &ep);
+	th__coarse_ts(0, &ts);
 	/* Acquire: as in proc_ns. */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_UNLIKELY(pg == NULL))
@@ -603,7 +603,7 @@ static inline __attribute__((always_inline)) int thread_ns(uint64_t *v)
 	if (TH_LIKELY(pg != NULL)) {
 		struct th_cpu_thread *t = &cpu_self;
 		uint64_t inc = atomic_load_explicit(&pg->incarnation, memory_order_relaxed);
-		uint64_t now = mono_now(0);
+		uint64_t now = coarse_now();
 		uint64_t s = atomic_load_explicit(&t->stamp, memory_order_relaxed);
 		if (TH_LIKELY(atomic_load_explicit(&t->tag, memory_order_relaxed) == inc &&
 			      TH_FRESH(s, now, th__P.tick_ns))) {

@@ -65,3 +65,15 @@ fuzz:
 
 clean:
 	rm -rf $(BUILD)
+
+# make deb [DEB_BUILD=build-deb]: the Debian packages (libtimehands1,
+# libtimehands-dev, timehands) in $(DEB_BUILD)/, built out of tree by
+# packaging/deb/build.sh. make test-deb: builds them, runs lintian and, as
+# root, installs, upgrades and purges them (tests/tiers/deb.sh).
+DEB_BUILD ?= build-deb
+.PHONY: deb test-deb
+deb:
+	./packaging/deb/build.sh $(DEB_BUILD)
+
+test-deb:
+	./tests/tiers/deb.sh

@@ -90,6 +90,11 @@ struct th_status {
 	/* where coarse clocks and th_time() read the kernel's tick from:
 	 * "data page" (read directly), "vdso", "system call" */
 	char kernel_tick[32];
+	/* where fine readings come from: "kernel" (the kernel's own
+	 * conversion of the counter, read from its data page: exact),
+	 * "timehands" (timehands' line, steered to the kernel's clock),
+	 * "timehandsd" (the daemon's page), "none" (the kernel's clocks) */
+	char line[32];
 };
 
 int th_status(struct th_status *st, size_t size);
@@ -124,7 +129,7 @@ struct th__fast {
 const struct th__fast *th__fast(void);
 /* The timeline layout the header's inline fine reads know (below): the page
  * format's, versioned with it. */
-#define TH__TL_ABI 1
+#define TH__TL_ABI 2
 #define TH__TL_RING 8u
 #define TH__TL_RINGOFF 64u
 #define TH__TL_REC 320u
@@ -203,6 +208,7 @@ struct th__fine_ctx {
 	const uint32_t *sh_delta;
 	const uint32_t *ctr_early;
 	const uint64_t *sh_ctr;
+	const uint32_t *kcount;
 };
 /* ctr_early: where the library says whether the counter may be read first
  * (th__fast minor >= 3); until then, and with an older library, a word that
@@ -211,7 +217,7 @@ struct th__fine_ctx {
  * (every page read is the library call). */
 static const uint32_t th__ctr_late = 0;
 static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none};
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none, 0};
 static inline const unsigned char *th__tl_get(void)
 {
 	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
@@ -224,6 +230,8 @@ static inline const unsigned char *th__tl_get(void)
 				__atomic_store_n(&th__fine_cache.ctr_early, f->ctr_early, __ATOMIC_RELAXED);
 			if (f->minor >= 4 && f->sh_ctr)
 				__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
+			if (f->kseq)
+				__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
 			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
@@ -304,6 +312,7 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
 	 * MONOTONIC in the bench). */
 	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
+	uint64_t ks = TH__LD(uint64_t, r, 56);
 	if (shared && ck == 1) {
 		/* the page numbers its REALTIME epochs itself */
 		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
@@ -342,6 +351,15 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	int64_t d = (int64_t)(c - anchor);
 	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
 		return 0;
+	/* A record that is the kernel's conversion at one of its updates
+	 * (ks: that update's count | 2^32) only while the kernel has not
+	 * updated since; the count is loaded after the counter was read.
+	 * Relaxed, as in the library. */
+	if (__builtin_expect(ks != 0, 0)) {
+		const uint32_t *kc = __atomic_load_n(&x->kcount, __ATOMIC_RELAXED);
+		if (kc == 0 || (uint32_t)ks != __atomic_load_n(kc, __ATOMIC_RELAXED))
+			return 0;
+	}
 	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);

@@ -239,6 +239,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.freq_nominal_hz = p->trust.nominal_hz;
 	copy_str(st.clocksource, sizeof st.clocksource, p->trust.clocksource);
 	st.tick_ns = p->tick_ns;
+	copy_str(st.line, sizeof st.line, !line ? "none" : shared ? "timehandsd" : s.kseq ? "kernel" : "timehands");
 
 	/* Writer state: take the windup lock briefly (never from a read). */
 	uint32_t z = 0;
@@ -284,8 +285,8 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.resyncs = p->disc.resyncs;
 	if (p->passthrough)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
-	else if (shared && line)
-		st.reason[0] = 0; /* the fastest mode */
+	else if ((shared && line) || (line && s.kseq))
+		st.reason[0] = 0; /* the fastest modes */
 	else if (!p->trust.usable && !(shared && line))
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
 	else if (p->reason[0])

@@ -66,6 +66,7 @@ int th_cli_status(int argc, char **argv)
 	th_emit_num(&e, "frequency_nominal", st.freq_nominal_hz, 1, "Hz");
 	th_emit_num(&e, "frequency_uncertainty", st.freq_uncertainty_ppm, 3, "ppm");
 	th_emit_str(&e, "clocksource", st.clocksource);
+	th_emit_str(&e, "line", st.line);
 	th_emit_int(&e, "error", (long long)st.error_ns, "ns");
 	th_emit_int(&e, "error_bound", (long long)st.error_bound_ns, "ns");
 	th_emit_int(&e, "tick", (long long)st.tick_ns, "ns");

@@ -28,6 +28,9 @@
 /* MONOTONIC_COARSE from the kernel's data page: 1 and *ns, or 0 (then
  * th_hw_kread it) */
 #define th_hw_kcoarse_direct(ns) th_kdata_mono_coarse(ns)
+/* The kernel's data page count a record tied to a kernel update is checked
+ * against (kdata.h; a private odd word while there is none). */
+#define th_hw_kcount() __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED)
 #endif
 
 #endif

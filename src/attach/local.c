@@ -181,6 +181,108 @@ static int install_line(struct th_proc *p, const struct th_snap *prev, int have_
  * here to read the clocks from a handler that interrupted a windup). */
 void (*th__test_windup_hook)(void) TH_HIDDEN;
 
+static void raise_coarse_floor(struct th_proc *p, uint64_t v);
+static void ns_to_ts(int64_t ns, struct timespec *ts);
+
+#ifndef TH_SIM
+/*
+ * The kernel's own line: where the kernel computes time from the counter and
+ * publishes its conversion at each of its updates (kdata.h, th_kconv), the
+ * record is that conversion, exactly (its Q32 rates are mult << (32 - shift),
+ * its bases the kernel's), tied to the update by the kernel's count (kseq):
+ * readers serve it only while the kernel has not updated since, so every
+ * reading is the one the kernel's vDSO would compute at that counter, through
+ * rate changes, ticks, PLL slews and steps alike. Nothing is measured or
+ * steered. Returns 1 when it published (or had to leave the kernel's line for
+ * a kernel-mode record), 0 when the discipline's line is to go on, 2 when it
+ * is to run out first (then the kernel's line follows it).
+ */
+static int kv_windup(struct th_proc *p, const struct th_snap *prev)
+{
+	struct th_kconv k;
+	struct th_rec_val v;
+	int conv = th_kdata_conv(&k) == 0 && th_kconv_record(&k, &v) == 0;
+	if (!conv) {
+		if (!prev || !prev->kseq)
+			return 0;
+		/* Leaving the kernel's line (its clock mode changed, a switch
+		 * of clocksource): it was the kernel's clock, so a kernel-mode
+		 * record with no ceiling follows it without a step. */
+		TH_STEP("kv_leave");
+		/* The discipline knows the kernel's old rate exactly; the new
+		 * clock's may differ by the ppm two clocksources disagree by:
+		 * a new baseline, with the uncertainty of a fresh estimate. */
+		for (int l = 0; l < TH_NLINES; l++) {
+			p->disc.line[l].unc = 20e-6;
+			p->disc.line[l].have_last = 0;
+		}
+		struct th_sample smp;
+		take_sample(p, &smp, 0, 1);
+		th_disc_observe(&p->disc, &smp, NULL);
+		publish_kernel(p, NULL, &smp, p->tick_ns);
+		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
+		return 1;
+	}
+	uint64_t c = th_hw_ctr_ordered();
+	if (prev && !prev->kseq && prev->kind == TH_REC_LINE) {
+		/* The discipline's line may be served up to its expiry (by a
+		 * reader that copied it and reads the counter late): left to
+		 * run out, never due before, it is followed where the kernel
+		 * has reached its ceiling, a line's error from it at most. */
+		int64_t d = (int64_t)(c - prev->anchor);
+		if (d >= prev->dmin && d <= prev->dhi)
+			return 2;
+	}
+	if (prev && !prev->kseq) {
+		/* From the discipline's records: only once the kernel has passed
+		 * everything they may have served (their ceilings), else a
+		 * kernel-mode record holds them until it has. */
+		int below = c < k.cycle_last || th_kconv_ns(&k, TH_KC_MONO, c) < th_snap_ceiling(prev, TH_MONO) ||
+			    th_kconv_ns(&k, TH_KC_RAW, c) < th_snap_ceiling(prev, TH_RAW) ||
+			    (prev->kind == TH_REC_TRANSIT && (th_kconv_ns(&k, TH_KC_MONO, c) < prev->guard[TH_MONO] ||
+							      th_kconv_ns(&k, TH_KC_RAW, c) < prev->guard[TH_RAW]));
+		if (below) {
+			if (prev->kind == TH_REC_LINE) {
+				struct th_sample smp;
+				take_sample(p, &smp, 0, 1);
+				publish_kernel(p, prev, &smp, p->tick_ns);
+			}
+			return 1;
+		}
+		/* coarse values served so far stay below what follows */
+		raise_coarse_floor(p, th_snap_ceiling(prev, TH_MONO));
+	}
+	/* The discipline follows the kernel's line as an exact sample (no
+	 * sandwich): should the kernel stop publishing it (another
+	 * clocksource), the discipline's own line goes on from the kernel's
+	 * rate and offsets instead of calibrating anew. It also numbers the
+	 * REALTIME steps: a new epoch, and the seconds floor of the old one
+	 * forgotten before a record of the new one is visible (the commit is
+	 * a release). */
+	struct th_sample smp;
+	memset(&smp, 0, sizeof smp);
+	smp.counter_ok = c >= k.cycle_last;
+	smp.c = smp.c_raw = c;
+	smp.mono = (int64_t)th_kconv_ns(&k, TH_KC_MONO, c);
+	smp.raw = (int64_t)th_kconv_ns(&k, TH_KC_RAW, c);
+	smp.off_real = v.off_real;
+	smp.off_boot = v.off_boot;
+	smp.tai_sec = (v.off_tai - v.off_real) / NS_PER_S;
+	smp.tai_ok = 1;
+	smp.tick = v.tick;
+	int fl = th_disc_observe(&p->disc, &smp, prev);
+	if (!prev || (fl & TH_OBS_STEP))
+		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+	v.epoch = p->disc.epoch;
+	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
+	TH_STEP("kv_commit");
+	th_commit_force(&p->tl, &v);
+	atomic_store_explicit(&p->kv_on, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
+	return 1;
+}
+#endif
+
 static void local_windup(struct th_proc *p, int joining)
 {
 	struct th_snap s;
@@ -192,6 +294,14 @@ static void local_windup(struct th_proc *p, int joining)
 	int have = th_snapshot(&p->tl, &s, &retries) == 0;
 	if (have && TH_CUR_ID(s.cur) != TH_CUR_ID(x))
 		have = 0; /* cannot happen with a single writer */
+#ifndef TH_SIM
+	if (p->kv_ok && p->counter_usable && !joining) {
+		int kv = kv_windup(p, have ? &s : NULL);
+		if (kv == 1)
+			return;
+		joining = kv == 2; /* the discipline's line runs out first */
+	}
+#endif
 
 	uint64_t now = (uint64_t)p->disc.line[TH_MONO].last_k;
 	int ctr = p->counter_usable && (p->distrust_until == 0 || now >= p->distrust_until);
@@ -796,6 +906,13 @@ static int try_shared(struct th_proc *p, int timeout_ms)
 {
 	if (p->passthrough || !p->page_wanted)
 		return 0;
+	if (atomic_load_explicit(&p->kv_on, memory_order_relaxed)) {
+		/* the kernel's own line is exact and costs no windup that a
+		 * page would save */
+		copy_reason(p->page_reason, sizeof p->page_reason,
+			    "not using timehandsd's page: the records are the kernel's own conversion of the counter", "");
+		return 0;
+	}
 	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
 	page_attach(p, now, timeout_ms);
 	struct th_snap ps;
@@ -927,6 +1044,7 @@ _Static_assert(offsetof(struct th_timeline, cur) == 0 && offsetof(struct th_time
 _Static_assert(offsetof(struct th_rec, gen) == 0 && offsetof(struct th_rec, epoch) == 6 &&
 		       offsetof(struct th_rec, anchor) == 8 && offsetof(struct th_rec, dlo) == 16 &&
 		       offsetof(struct th_rec, ddue) == 24 && offsetof(struct th_rec, mono_lo) == 32 &&
+		       offsetof(struct th_rec, kseq) == 56 &&
 		       offsetof(struct th_rec, mono_hi) == 40 && offsetof(struct th_rec, at) == 64 &&
 		       offsetof(struct th_rec, raw_lo) == 144 && offsetof(struct th_rec, raw_hi) == 152 &&
 		       offsetof(struct th_ts, nsec_q32) == 8 && TH_CK_MONO == 0 && TH_CK_REAL == 1 &&
@@ -1037,6 +1155,9 @@ static void first_attach(struct th_proc *p)
 	 * not open files */
 	if (!p->passthrough && p->have_kcoarse)
 		th_kdata_init();
+	if (!p->passthrough && p->trust.usable && !p->cfg.own_line)
+		th_kdata_conv_init();
+	p->kv_ok = !p->passthrough && p->trust.usable && !p->cfg.own_line && th_kdata_conv_known();
 	/* Look for timehandsd when a page was named, or when the default
 	 * socket exists: a process on a machine without the daemon makes no
 	 * further system calls for it (seccomp-confined programs). */
@@ -1344,7 +1465,9 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		if (s.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
 			int64_t d = (int64_t)(c - s.anchor);
-			if (d >= s.dmin && d <= s.dhi) {
+			/* the kernel's line is served only while its update is
+			 * the kernel's latest (record.h, kseq) */
+			if (d >= s.dmin && d <= s.dhi && th_kseq_current(s.kseq, th_hw_kcount())) {
 				if (d >= s.ddue)
 					th__windup_try(); /* due; the record stays valid meanwhile */
 				if (d < s.dlo)
@@ -1574,6 +1697,46 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
 	struct timespec kts;
 	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
 	return th__coarse_ts_at(ci, ts, cur, (uint64_t)ts_ns(&kts));
+}
+
+/* th__coarse_kv's slow path: the kernel's coarse clocks from one consistent
+ * copy of its data, after a windup follows a step no record has followed yet;
+ * never below the coarse floor, REALTIME never below the G3 floor of the
+ * epoch in force. The vDSO's coarse clock when no copy agrees (the records
+ * are leaving the kernel's line). */
+int th__coarse_kv_slow(int ci, struct timespec *ts)
+{
+#ifndef TH_SIM
+	struct th_proc *p = &th__P;
+	for (int pass = 0; pass < 3; pass++) {
+		struct th_kconv k;
+		if (th_kdata_conv(&k) != 0) {
+			th__windup_try();
+			break;
+		}
+		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
+		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
+		if (off != atomic_load_explicit(&p->kv_off_real, memory_order_relaxed)) {
+			th__windup_try();
+			continue;
+		}
+		uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		if (m < f)
+			m = f;
+		if (!ci) {
+			ns_to_ts((int64_t)m, ts);
+			return 0;
+		}
+		ns_to_ts((int64_t)(m + (uint64_t)off), ts);
+		uint64_t w = atomic_load_explicit(&p->g3, memory_order_relaxed);
+		if ((int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
+			ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
+			ts->tv_nsec = 0;
+		}
+		return 0;
+	}
+#endif
+	return th_hw_kread(ci ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE, ts);
 }
 
 int th__coarse_real_slow(struct timespec *ts)

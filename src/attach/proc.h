@@ -74,6 +74,15 @@ struct th_proc {
 	/* Least MONOTONIC coarse value, raised only by a coarse reader that
 	 * found the record stale while another thread held the windup lock. */
 	_Atomic uint64_t coarse_floor;
+	/* 1 while the current record is the kernel's own conversion (kseq,
+	 * record.h): coarse reads then read the kernel's coarse clocks from
+	 * its data page (th__coarse_kv). kv_off_real: REALTIME - MONOTONIC of
+	 * the epoch in force; a kernel offset that differs is a step no record
+	 * has followed yet. Written by the windup (relaxed: a reader that sees
+	 * an older value reads the kernel's clock, which is right either way,
+	 * or goes to the slow path). */
+	_Atomic uint32_t kv_on;
+	_Atomic int64_t kv_off_real;
 	_Atomic uint32_t lock; /* windup try-lock: 0 free, 1 held */
 	struct th_shared_floor sh_floor[TH_NCLOCKS];
 	/* The page numbers its REALTIME steps (epochs) itself; this process
@@ -119,6 +128,7 @@ struct th_proc {
 	 * store of th_wipe.state). */
 	int inited;
 	int passthrough;       /* TIMEHANDS_DISABLE: every read is the kernel's */
+	int kv_ok;             /* the kernel's conversion is readable (kdata.h): its own line */
 	int have_kcoarse, have_ktime;
 	uint64_t tick_ns;
 	struct th_config cfg;
@@ -254,6 +264,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
 	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
 	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
+	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
 	if (shared && ck == TH_CK_REAL)
 		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
 	/* Orders the copies before the re-load of gen; pairs with the writer's
@@ -301,6 +312,14 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	}
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
+		return th__fine_slow_v(ck, ordered);
+	/* A line that is the kernel's conversion at one of its updates is the
+	 * kernel's clock only while that update is the kernel's latest: the
+	 * count is loaded after the counter was read (program order, as the
+	 * vDSO re-reads its count after its counter read), so a kernel update
+	 * before the counter read is seen here. Relaxed: the count orders
+	 * nothing else. */
+	if (TH_UNLIKELY(ks != 0) && TH_UNLIKELY((uint32_t)ks != __atomic_load_n(th_hw_kcount(), __ATOMIC_RELAXED)))
 		return th__fine_slow_v(ck, ordered);
 	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
 	if (TH_UNLIKELY((uint64_t)n >= 1000000000u)) {
@@ -544,9 +563,60 @@ static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_
 	return 1;
 }
 
+int th__coarse_kv_slow(int ci, struct timespec *ts) TH_HIDDEN;
+
+/*
+ * Coarse MONOTONIC (ci 0) or REALTIME (ci 1) while the records are the
+ * kernel's own conversion: the kernel's coarse clocks themselves, from its
+ * data page under its count (as th_kdata_mono_coarse). A fine reading is the
+ * kernel's, so the kernel's coarse value never exceeds a later one (G4) and
+ * lags as the kernel's does (G5). To the slow path: the kernel updating,
+ * MONOTONIC below the coarse floor (values served before the records became
+ * the kernel's), REALTIME with an offset no record has followed yet (a step)
+ * or below the G3 floor.
+ */
+static inline __attribute__((always_inline)) int th__coarse_kv(int ci, struct timespec *ts)
+{
+#ifndef TH_SIM
+	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
+	/* Acquire: the bases after the count; pairs with the kernel's
+	 * vdso_write_end (kdata.h). */
+	uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+	uint64_t msec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), mnsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
+	/* REALTIME_COARSE is the base before MONOTONIC_COARSE (clock ids 5, 6) */
+	uint64_t rsec = ci ? __atomic_load_n(&b[-2], __ATOMIC_RELAXED) : 0;
+	uint64_t rnsec = ci ? __atomic_load_n(&b[-1], __ATOMIC_RELAXED) : 0;
+	/* The loads complete before the count is read again; pairs with the
+	 * kernel's vdso_write_begin. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (TH_UNLIKELY(__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u)))
+		return th__coarse_kv_slow(ci, ts);
+	uint64_t m = msec * 1000000000u + mnsec;
+	if (TH_UNLIKELY(m < atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed)))
+		return th__coarse_kv_slow(ci, ts);
+	if (!ci) {
+		ts->tv_sec = (time_t)msec;
+		ts->tv_nsec = (long)mnsec;
+		return 0;
+	}
+	int64_t off = (int64_t)(rsec * 1000000000u + rnsec - m);
+	if (TH_UNLIKELY(off != atomic_load_explicit(&th__P.kv_off_real, memory_order_relaxed)) ||
+	    TH_UNLIKELY((atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > rsec))
+		return th__coarse_kv_slow(ci, ts);
+	ts->tv_sec = (time_t)rsec;
+	ts->tv_nsec = (long)rnsec;
+	return 0;
+#else
+	return th__coarse_kv_slow(ci, ts);
+#endif
+}
+
 /* Coarse MONOTONIC (ci 0) or REALTIME (ci 1, held to the G3 floor). */
 static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts)
 {
+	if (atomic_load_explicit(&th__P.kv_on, memory_order_relaxed))
+		return th__coarse_kv(ci, ts);
 	/* Acquire: as in th__read_cur. */
 	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 	uint64_t fresh;

@@ -92,6 +92,14 @@ void th_config_parse(struct th_config *c, th_getenv_fn get, void *ctx)
 			warn_append(c, "TIMEHANDS_CPUTIME", v);
 	}
 
+	v = get("TIMEHANDS_LINE", ctx);
+	if (v) {
+		if (eq_nocase(v, "own"))
+			c->own_line = 1;
+		else if (!eq_nocase(v, "auto") && *v)
+			warn_append(c, "TIMEHANDS_LINE", v);
+	}
+
 	v = get("TIMEHANDS_PAGE", ctx);
 	if (v) {
 		size_t n = strlen(v);

@@ -38,6 +38,10 @@ struct th_config {
 	int relaxed;
 	int cputime_coarse;
 	int page_reconnect;
+	/* TIMEHANDS_LINE=own: timehands' own disciplined line even where the
+	 * kernel publishes its conversion of the counter (comparisons, and
+	 * tests of the daemon's page, which such machines do not need) */
+	int own_line;
 	char page[200];
 	char warning[256]; /* "" or one line naming every bad variable */
 };

@@ -426,6 +426,7 @@ void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct 
 		     struct th_rec_val *out)
 {
 	th_snap_to_val(cur, out);
+	out->kseq = 0; /* the discipline's line: not the kernel's */
 	common_fields(d, s, out);
 	int64_t dc = (int64_t)(s->c - cur->anchor);
 	if (dc < cur->dlo)

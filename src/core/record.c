@@ -26,6 +26,7 @@ void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v)
 	v->tick = s->tick;
 	v->due_ns = s->due_ns;
 	v->flags = s->flags;
+	v->kseq = s->kseq;
 }
 
 /* v ns as whole seconds (rounded down) and ns in [0, 1e9). */
@@ -83,6 +84,7 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val
 	}
 	atomic_store_explicit(&r->due_ns, v->due_ns, memory_order_relaxed);
 	atomic_store_explicit(&r->flags, v->flags, memory_order_relaxed);
+	atomic_store_explicit(&r->kseq, v->kseq, memory_order_relaxed);
 	/* The anchor of each clock as (sec, nsec); the fractional ns are
 	 * shared by all clocks of a line. */
 	int64_t mono = (int64_t)v->ns[TH_MONO];

@@ -102,7 +102,10 @@ struct th_rec {
 	_Atomic int64_t mono_hi;   /* line 0 Q32.32 ns per count from the anchor on */
 	_Atomic uint32_t mono_frac; /* line 0 fractional ns at the anchor, / 2^32 */
 	_Atomic uint32_t raw_frac;
-	_Atomic int64_t spare0;
+	/* 0, or the kernel's update this line is the conversion of, as its
+	 * data page's count | 2^32: served only while the kernel's count is
+	 * still (uint32_t)kseq (the kernel moved on: the slow path). */
+	_Atomic uint64_t kseq;
 	/* --- line 2: the anchor as each clock's (sec, nsec), raw slopes --- */
 	struct th_ts at[TH_NCLOCKS]; /* 80 bytes */
 	_Atomic int64_t raw_lo;
@@ -148,6 +151,7 @@ struct th_snap {
 	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
 	uint64_t flags;
+	uint64_t kseq;
 	uint64_t cur; /* the timeline word the record was found through */
 };
 
@@ -287,6 +291,7 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		}
 		s->due_ns = atomic_load_explicit(&r->due_ns, memory_order_relaxed);
 		s->flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
+		s->kseq = atomic_load_explicit(&r->kseq, memory_order_relaxed);
 		/* Orders the field loads above before the gen re-load below;
 		 * pairs with the release fence in th_commit after gen = 0. */
 		atomic_thread_fence(memory_order_acquire);
@@ -397,7 +402,15 @@ struct th_rec_val {
 	uint32_t bound[TH_NLINES];
 	uint64_t due_ns;
 	uint64_t flags;
+	uint64_t kseq;
 };
+
+/* 1 while a record's kernel update (its kseq) is the kernel's current one,
+ * or it is not tied to one. `kcount`: the kernel's data page count. */
+static inline int th_kseq_current(uint64_t kseq, const uint32_t *kcount)
+{
+	return kseq == 0 || (uint32_t)kseq == __atomic_load_n(kcount, __ATOMIC_RELAXED);
+}
 
 void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);
 

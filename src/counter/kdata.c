@@ -9,11 +9,16 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "counter.h"
 #include "kclock.h"
+#include "record.h"
 
 /* the private words of "no direct read": an odd count */
 static const uint32_t off_seq = 1;
-static const uint64_t off_base[2];
+/* Two words before the base too: a reader of REALTIME_COARSE loads the base
+ * before it (th__coarse_kv) before it checks the count. */
+static const uint64_t off_bases[4];
+#define off_base (off_bases + 2)
 struct th_kdata th_kdata = {&off_seq, off_base, NULL};
 
 static int kdata_on(void)
@@ -152,6 +157,10 @@ void th_kdata_off(void)
 	__atomic_store_n(&th_kdata.mono_coarse, off_base, __ATOMIC_RELAXED);
 }
 
+/* Where th_kdata_init found the clock data, for th_kdata_conv_init. */
+static const unsigned char *kv_page;
+static size_t kv_so, kv_mo;
+
 void th_kdata_init(void)
 {
 	if (kdata_on() || TH_VDSO(clock_gettime) == NULL)
@@ -190,8 +199,190 @@ void th_kdata_init(void)
 		__atomic_store_n(&th_kdata.real_sec, rs, __ATOMIC_RELAXED);
 		if (sandwich() != 1)
 			th_kdata_off();
+		else {
+			kv_page = page;
+			kv_so = so;
+			kv_mo = mo;
+		}
 		return;
 	}
+}
+
+/* ---- the kernel's conversion (kdata.h, struct th_kconv) ---- */
+
+/* Set by th_kdata_init before the attach that publishes it; read by
+ * writers only. hdr: bytes before the bases (32, or 40 with max_cycles). */
+static const unsigned char *kv_hres, *kv_raw;
+static size_t kv_hdr;
+
+static const int kc_id[TH_KC_N] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW,
+				   CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE};
+
+static uint32_t kld32(const unsigned char *p)
+{
+	return __atomic_load_n((const uint32_t *)(const void *)p, __ATOMIC_RELAXED);
+}
+
+static uint64_t kld64(const unsigned char *p)
+{
+	return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
+}
+
+/* One copy under the kernel's count of the structures at hres and raw. */
+static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t h, struct th_kconv *k)
+{
+	for (int t = 0; t < 8; t++) {
+		/* Acquire: the fields after the count; pairs with the kernel's
+		 * vdso_write_end, as in th_kdata_mono_coarse. */
+		uint32_t s = __atomic_load_n((const uint32_t *)(const void *)hres, __ATOMIC_ACQUIRE);
+		if (s & 1)
+			continue;
+		int32_t mode = (int32_t)kld32(hres + 4), rmode = (int32_t)kld32(raw + 4);
+		k->cycle_last = kld64(hres + 8);
+		uint64_t rlast = kld64(raw + 8);
+		uint64_t mask = kld64(hres + h - 16), rmask = kld64(raw + h - 16);
+		k->mult = kld32(hres + h - 8);
+		k->shift = kld32(hres + h - 4);
+		k->raw_mult = kld32(raw + h - 8);
+		k->raw_shift = kld32(raw + h - 4);
+		uint32_t rs = kld32(raw);
+		for (int i = 0; i < TH_KC_N; i++) {
+			const unsigned char *b = (i == TH_KC_RAW ? raw : hres) + h + 16 * (size_t)kc_id[i];
+			k->sec[i] = kld64(b);
+			k->nsec[i] = kld64(b + 8);
+		}
+		/* The loads complete before the count is read again; pairs
+		 * with the kernel's vdso_write_begin. */
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n((const uint32_t *)(const void *)hres, __ATOMIC_RELAXED) != s)
+			continue;
+		/* The TSC's clock mode (1 on x86), one update for both
+		 * structures, a full 64-bit counter, and shifts the records'
+		 * Q32 rates carry exactly. */
+		if (mode != 1 || rmode != 1 || rs != s || rlast != k->cycle_last || mask != ~(uint64_t)0 ||
+		    rmask != mask || k->mult == 0 || k->raw_mult == 0 || k->shift > 32 || k->raw_shift > 32)
+			return -1;
+		k->seq = s;
+		return 0;
+	}
+	return -1;
+}
+
+uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c)
+{
+	int raw = kc == TH_KC_RAW;
+	unsigned __int128 x = (unsigned __int128)(c - k->cycle_last) * (raw ? k->raw_mult : k->mult) + k->nsec[kc];
+	return k->sec[kc] * NS_PER_S + (uint64_t)(x >> (raw ? k->raw_shift : k->shift));
+}
+
+int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v)
+{
+	if (k->shift > 32 || k->raw_shift > 32)
+		return -1;
+	uint64_t mm = ((uint64_t)1 << k->shift) - 1, mr = ((uint64_t)1 << k->raw_shift) - 1;
+	int64_t rm = (int64_t)((uint64_t)k->mult << (32 - k->shift));
+	int64_t rr = (int64_t)((uint64_t)k->raw_mult << (32 - k->raw_shift));
+	uint64_t mono = k->sec[TH_KC_MONO] * NS_PER_S + (k->nsec[TH_KC_MONO] >> k->shift);
+	uint64_t fm = k->nsec[TH_KC_MONO] & mm;
+	int64_t off[3];
+	static const int kc[3] = {TH_KC_REAL, TH_KC_BOOT, TH_KC_TAI};
+	for (int i = 0; i < 3; i++) {
+		/* whole ns apart, so every clock shares MONOTONIC's fraction */
+		if ((k->nsec[kc[i]] & mm) != fm)
+			return -1;
+		off[i] = (int64_t)(k->sec[kc[i]] * NS_PER_S + (k->nsec[kc[i]] >> k->shift) - mono);
+	}
+	uint64_t cm = k->sec[TH_KC_MONO_COARSE] * NS_PER_S + k->nsec[TH_KC_MONO_COARSE];
+	uint64_t cr = k->sec[TH_KC_REAL_COARSE] * NS_PER_S + k->nsec[TH_KC_REAL_COARSE];
+	if ((int64_t)(cr - cm) != off[0] || rm <= 0 || rr <= 0 || rm >= ((int64_t)1 << 40) || rr >= ((int64_t)1 << 40))
+		return -1;
+	memset(v, 0, sizeof *v);
+	v->kind = TH_REC_LINE;
+	v->anchor = k->cycle_last;
+	v->ns[TH_MONO] = mono;
+	v->frac[TH_MONO] = (uint32_t)(fm << (32 - k->shift));
+	v->ns[TH_RAW] = k->sec[TH_KC_RAW] * NS_PER_S + (k->nsec[TH_KC_RAW] >> k->raw_shift);
+	v->frac[TH_RAW] = (uint32_t)((k->nsec[TH_KC_RAW] & mr) << (32 - k->raw_shift));
+	v->lo[TH_MONO] = v->hi[TH_MONO] = rm;
+	v->lo[TH_RAW] = v->hi[TH_RAW] = rr;
+	v->off_real = off[0];
+	v->off_boot = off[1];
+	v->off_tai = off[2];
+	/* Counters below the kernel's cycle_last are the kernel's to serve;
+	 * the window keeps d * rate inside TH_MAX_WINDOW_NS. */
+	v->dlo = v->dmin = 0;
+	v->dhi = v->ddue = (int64_t)(((__int128)TH_MAX_WINDOW_NS << 32) / (rm > rr ? rm : rr));
+	v->coarse = v->tick = cm;
+	v->kseq = (uint64_t)k->seq | ((uint64_t)1 << 32);
+	return 0;
+}
+
+/* Every fine clock computed from a copy lies between two vDSO readings. */
+static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size_t h)
+{
+	static const int fine[] = {TH_KC_REAL, TH_KC_MONO, TH_KC_BOOT, TH_KC_TAI, TH_KC_RAW};
+	for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
+		int good = 0;
+		for (int t = 0; t < 8 && good < 3; t++) {
+			struct th_kconv k;
+			struct timespec a, b;
+			if (th_kclock_gettime(kc_id[fine[i]], &a) != 0 || conv_copy(hres, raw, h, &k) != 0)
+				return 0;
+			uint64_t c = th_counter_ordered();
+			if (c < k.cycle_last || th_kclock_gettime(kc_id[fine[i]], &b) != 0)
+				return 0;
+			uint64_t v = th_kconv_ns(&k, fine[i], c);
+			if (v < ts_ns(&a) || v > ts_ns(&b))
+				return 0;
+			good++;
+		}
+		if (good < 3)
+			return 0;
+	}
+	return 1;
+}
+
+/* The structure of the MONOTONIC_RAW clock follows the one at hres: its size
+ * is the header, twelve bases and, before Linux 6.13, 16 bytes more. */
+static void conv_find(const unsigned char *page, size_t so, size_t mo)
+{
+#if defined(__x86_64__)
+	size_t h = mo - so - 16 * (size_t)CLOCK_MONOTONIC_COARSE;
+	const unsigned char *hres = page + so;
+	static const size_t tails[] = {0, 16};
+	for (size_t i = 0; i < sizeof tails / sizeof *tails; i++) {
+		const unsigned char *raw = hres + h + 16 * 12 + tails[i];
+		if ((size_t)(raw - page) + h + 16 * 12 > 4096)
+			continue;
+		struct th_kconv k;
+		if (conv_copy(hres, raw, h, &k) == 0 && conv_agrees(hres, raw, h)) {
+			kv_hres = hres;
+			kv_raw = raw;
+			kv_hdr = h;
+			return;
+		}
+	}
+#else
+	(void)page, (void)so, (void)mo;
+#endif
+}
+
+void th_kdata_conv_init(void)
+{
+	if (kv_page && !kv_hres && kdata_on())
+		conv_find(kv_page, kv_so, kv_mo);
+}
+
+int th_kdata_conv_known(void)
+{
+	return kv_hres != NULL && kdata_on();
+}
+
+int th_kdata_conv(struct th_kconv *k)
+{
+	if (!th_kdata_conv_known())
+		return -1;
+	return conv_copy(kv_hres, kv_raw, kv_hdr, k);
 }
 
 int th_kdata_check(void)

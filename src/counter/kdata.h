@@ -57,6 +57,51 @@ extern struct th_kdata th_kdata;
 int th_kdata_locate(const unsigned char *page, size_t size, const struct timespec *mono,
 		    const struct timespec *real, size_t *seq_off, size_t *mono_off);
 
+/*
+ * The kernel's own conversion of the counter, as published at one of its
+ * timekeeping updates (x86-64, clocksource read from the TSC: the clock mode
+ * its vDSO computes time from the TSC in). For every clock the kernel's
+ * reading at counter c >= cycle_last is
+ *     sec + ((nsec + (c - cycle_last) * mult) >> shift)    (ns carried into sec)
+ * with the bases (sec, nsec) of that clock (nsec in ns << shift), the
+ * MONOTONIC_RAW clock with its own mult and shift. A record made of these
+ * values is the kernel's line exactly, for as long as `seq` is the kernel's
+ * count. Bases are indexed by TH_KC_*; the coarse ones are whole ns.
+ */
+enum { TH_KC_REAL, TH_KC_MONO, TH_KC_BOOT, TH_KC_TAI, TH_KC_RAW, TH_KC_REAL_COARSE, TH_KC_MONO_COARSE, TH_KC_N };
+struct th_kconv {
+	uint32_t seq;
+	uint64_t cycle_last;
+	uint32_t mult, shift, raw_mult, raw_shift;
+	uint64_t sec[TH_KC_N], nsec[TH_KC_N];
+};
+
+/* Find the kernel's conversion next to the direct coarse read and check it
+ * against the vDSO for every fine clock; reads the counter, so only where the
+ * process may (after th_kdata_init). */
+void th_kdata_conv_init(void);
+
+/* 1 where th_kdata_conv_init found it (then th_kdata_conv may succeed). */
+int th_kdata_conv_known(void);
+
+/* A consistent copy of the kernel's conversion now: 0, or -1 when there is
+ * none (no such data, the kernel updating it every time, its clock mode not
+ * the TSC's now, or a shift the records cannot carry). Bounded: never waits
+ * for the kernel. */
+int th_kdata_conv(struct th_kconv *k);
+
+/* The kernel's reading of clock TH_KC_* (fine ones) at counter c from k, in
+ * ns; c must not be below k->cycle_last. */
+uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c);
+
+struct th_rec_val;
+/* The record that is k: anchor cycle_last, Q32 rates mult << (32 - shift),
+ * the bases as (ns, fraction) and whole-ns offsets, a window from the anchor
+ * inside TH_MAX_WINDOW_NS, the coarse values, kseq; epoch 0. Its readings
+ * equal th_kconv_ns at every counter of the window. 0, or -1 where the
+ * kernel's values do not fit one (offsets not whole ns, a rate too large). */
+int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v);
+
 /* Byte offset of the REALTIME base's seconds, from the MONOTONIC_COARSE
  * base's (the bases are an array indexed by clock id). */
 static inline size_t th_kdata_real_off(size_t mono_off)

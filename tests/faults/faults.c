@@ -244,18 +244,22 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		}
 		/* G2: REALTIME and TAI may go back only where the kernel did */
 		int steppable = fine_ids[i] == CLOCK_REALTIME || fine_ids[i] == CLOCK_TAI;
-		if (prev[i] && v < prev[i] && !(steppable && k1 < prev_k[i])) {
+		if (prev[i] && v < prev[i] && !(steppable && (k1 < prev_k[i] || k2 < prev_k[i]))) {
 			S.g2_bad++;
-			note_first("G2 backwards", prev[i], v, prev[i]);
+			note_first(fine_names[i], prev[i], v, prev[i]);
 		}
 		prev[i] = v;
-		prev_k[i] = k2;
+		/* the kernel went back since a reading began if a later kernel
+		 * reading is below either of its two */
+		prev_k[i] = k1 > k2 ? k1 : k2;
 		if (fine_ids[i] == CLOCK_REALTIME) {
 			/* G3: time() after this reading */
 			int64_t s = (int64_t)ttime();
 			int64_t k3 = kread(CLOCK_REALTIME);
 			S.reads++;
-			if (s < v / NS && !(k3 < k2)) {
+			/* allowed where the kernel stepped back since the
+			 * REALTIME reading began */
+			if (s < v / NS && !(k3 < (k1 > k2 ? k1 : k2))) {
 				S.g3_bad++;
 				note_first("G3 time() below an earlier REALTIME second", v / NS, s, v / NS);
 			}
@@ -288,7 +292,7 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 			S.g4_bad++;
 			note_first("G4 coarse above the fine reading after it", v, v, ts_ns(&f));
 		}
-		int stepped = c == 0 && k1 < prev_kcoarse[c];
+		int stepped = c == 0 && (k1 < prev_kcoarse[c] || kread(fids[c]) < prev_kcoarse[c]);
 		if (prev_coarse[c] && v < prev_coarse[c] && !stepped) {
 			S.g2_bad++;
 			note_first("G2 coarse backwards", prev_coarse[c], v, prev_coarse[c]);

@@ -19,6 +19,14 @@
  *             time(), and the direct coarse read reports "updating" (root).
  *   off       th_kdata_off: reads report "no direct read" and coarse clocks
  *             stay correct through the vDSO.
+ *   record    th_kconv_record on random conversions: the record's readings,
+ *             by the fast path's formula and by the slow path's, equal the
+ *             kernel's formula (th_kconv_ns) to the nanosecond at every
+ *             counter of its window; conversions a record cannot be are
+ *             refused.
+ *   exact     on this machine, where the records are the kernel's own
+ *             conversion (th_status line "kernel"): every fine reading lies
+ *             between two readings of the kernel, with no slack at all.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -32,6 +40,7 @@
 #include "check.h"
 #include "counter/kclock.h"
 #include "counter/kdata.h"
+#include "core/record.h"
 #include "timehands.h"
 
 static void put32(unsigned char *p, uint32_t v)
@@ -296,8 +305,148 @@ static void off(void)
 	}
 }
 
+static uint64_t xs = 0x9e3779b97f4a7c15u;
+static uint64_t rnd64(void)
+{
+	xs ^= xs << 13;
+	xs ^= xs >> 7;
+	xs ^= xs << 17;
+	return xs;
+}
+
+/* A conversion as the kernel publishes one: bases of whole-ns offsets from
+ * MONOTONIC's, normalised nsec (< 1e9 << shift). */
+static void random_conv(struct th_kconv *k)
+{
+	memset(k, 0, sizeof *k);
+	k->seq = (uint32_t)rnd64() & ~1u;
+	k->cycle_last = rnd64() >> 1;
+	k->shift = 1 + (uint32_t)(rnd64() % 32);
+	k->raw_shift = 1 + (uint32_t)(rnd64() % 32);
+	/* 0.2 to 2 ns per count */
+	double npc = 0.2 + (double)(rnd64() % 1800) / 1000.0;
+	k->mult = (uint32_t)(npc * (double)((uint64_t)1 << k->shift));
+	k->raw_mult = (uint32_t)(npc * (1 + (double)(rnd64() % 100) * 1e-6) * (double)((uint64_t)1 << k->raw_shift));
+	if (k->mult == 0)
+		k->mult = 1;
+	if (k->raw_mult == 0)
+		k->raw_mult = 1;
+	uint64_t one = 1000000000ull << k->shift;
+	uint64_t mono_s = 1000 + rnd64() % 10000000, mono_n = rnd64() % one;
+	k->sec[TH_KC_MONO] = mono_s;
+	k->nsec[TH_KC_MONO] = mono_n;
+	uint64_t frac = mono_n & (((uint64_t)1 << k->shift) - 1);
+	int64_t offs[3] = {(int64_t)(1700000000ull * 1000000000ull + rnd64() % 1000000000000ull),
+			   (int64_t)(rnd64() % 100000000000ull), 0};
+	offs[2] = offs[0] + 37000000000LL;
+	static const int kc[3] = {TH_KC_REAL, TH_KC_BOOT, TH_KC_TAI};
+	uint64_t mono_ns = mono_s * 1000000000ull + (mono_n >> k->shift);
+	for (int i = 0; i < 3; i++) {
+		uint64_t t = mono_ns + (uint64_t)offs[i];
+		k->sec[kc[i]] = t / 1000000000ull;
+		k->nsec[kc[i]] = ((t % 1000000000ull) << k->shift) | frac;
+	}
+	k->sec[TH_KC_RAW] = 500 + rnd64() % 10000000;
+	k->nsec[TH_KC_RAW] = rnd64() % (1000000000ull << k->raw_shift);
+	uint64_t cm = mono_ns - rnd64() % 4000000, cr = cm + (uint64_t)offs[0];
+	k->sec[TH_KC_MONO_COARSE] = cm / 1000000000ull;
+	k->nsec[TH_KC_MONO_COARSE] = cm % 1000000000ull;
+	k->sec[TH_KC_REAL_COARSE] = cr / 1000000000ull;
+	k->nsec[TH_KC_REAL_COARSE] = cr % 1000000000ull;
+}
+
+static void record(void)
+{
+	static struct th_timeline tl;
+	static const int kc_of_ck[TH_NCLOCKS] = {TH_KC_MONO, TH_KC_REAL, TH_KC_BOOT, TH_KC_TAI, TH_KC_RAW};
+	long checked = 0;
+	for (int i = 0; i < 2000; i++) {
+		struct th_kconv k;
+		struct th_rec_val v;
+		random_conv(&k);
+		int ok = th_kconv_record(&k, &v) == 0;
+		CHECK(ok, "conversion %d refused (shift %u, mult %u)", i, k.shift, k.mult);
+		if (!ok)
+			continue;
+		CHECK(v.kseq == ((uint64_t)k.seq | ((uint64_t)1 << 32)) && v.anchor == k.cycle_last && v.dlo == 0,
+		      "kseq, anchor, window");
+		th_commit_force(&tl, &v);
+		struct th_snap s;
+		memset(&s, 0, sizeof s);
+		unsigned r = 0;
+		CHECK(th_snapshot(&tl, &s, &r) == 0 && s.kseq == v.kseq, "snapshot");
+		uint64_t cur = atomic_load(&tl.cur);
+		struct th_rec *rec = &tl.ring[TH_CUR_SLOT(cur) % TH_RING];
+		for (int j = 0; j < 20; j++) {
+			int64_t d = j == 0 ? 0 : j == 1 ? v.dhi : (int64_t)(rnd64() % (uint64_t)(v.dhi + 1));
+			uint64_t c = k.cycle_last + (uint64_t)d;
+			for (int ck = 0; ck < TH_NCLOCKS; ck++) {
+				uint64_t want = th_kconv_ns(&k, kc_of_ck[ck], c);
+				int line = ck == TH_CK_RAW ? TH_RAW : TH_MONO;
+				int64_t off = ck == TH_CK_REAL ? s.off_real : ck == TH_CK_BOOT ? s.off_boot
+									: ck == TH_CK_TAI ? s.off_tai : 0;
+				uint64_t slow = th_line_eval(&s, line, d) + (uint64_t)off;
+				int64_t sec = atomic_load(&rec->at[ck].sec), q = atomic_load(&rec->at[ck].nsec_q32);
+				int64_t rate = line == TH_RAW ? s.hi[TH_RAW] : s.hi[TH_MONO];
+				uint64_t fast = (uint64_t)sec * 1000000000ull + (uint64_t)((q + d * rate) >> 32);
+				CHECK(slow == want && fast == want, "clock %d at d %lld: kernel %llu, slow %llu, fast %llu", ck,
+				      (long long)d, (unsigned long long)want, (unsigned long long)slow,
+				      (unsigned long long)fast);
+				checked++;
+			}
+		}
+		/* the coarse values: the kernel's coarse clocks */
+		CHECK(v.coarse == k.sec[TH_KC_MONO_COARSE] * 1000000000ull + k.nsec[TH_KC_MONO_COARSE], "coarse");
+	}
+	/* what a record cannot be */
+	struct th_kconv k;
+	struct th_rec_val v;
+	random_conv(&k);
+	k.nsec[TH_KC_REAL] ^= 1; /* REALTIME not a whole ns from MONOTONIC */
+	CHECK(th_kconv_record(&k, &v) != 0, "a fractional offset accepted");
+	random_conv(&k);
+	k.shift = 33;
+	CHECK(th_kconv_record(&k, &v) != 0, "shift 33 accepted");
+	random_conv(&k);
+	k.sec[TH_KC_REAL_COARSE] += 1;
+	CHECK(th_kconv_record(&k, &v) != 0, "coarse REALTIME off by a second accepted");
+	printf("record: %ld readings equal the kernel's formula\n", checked);
+}
+
+/* The records are the kernel's conversion here: readings without slack. */
+static void exact(void)
+{
+	struct th_status st;
+	struct timespec t;
+	th_clock_gettime(CLOCK_MONOTONIC, &t);
+	th_status(&st, sizeof st);
+	if (strcmp(st.line, "kernel") != 0) {
+		printf("exact: the records are not the kernel's conversion here (line %s): not checked\n", st.line);
+		return;
+	}
+	static const clockid_t ids[] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_MONOTONIC_RAW, CLOCK_BOOTTIME, CLOCK_TAI};
+	long bad = 0, n = 0;
+	for (int i = 0; i < 200000; i++) {
+		clockid_t id = ids[i % 5];
+		struct timespec a, b;
+		th_kclock_gettime(id, &a);
+		(th_clock_gettime)(id, &t);
+		th_kclock_gettime(id, &b);
+		n++;
+		if (ts_to_ns(&t) < ts_to_ns(&a) || ts_to_ns(&t) > ts_to_ns(&b)) {
+			if (bad++ < 5)
+				CHECK(0, "clock %d: %lld not in [%lld, %lld]", (int)id, (long long)ts_to_ns(&t),
+				      (long long)ts_to_ns(&a), (long long)ts_to_ns(&b));
+		}
+	}
+	CHECK(bad == 0, "%ld of %ld readings outside the kernel's", bad, n);
+	printf("exact: %ld readings inside the kernel's own, no slack\n", n);
+}
+
 int main(int argc, char **argv)
 {
+	record();
+	exact();
 	layouts();
 	live(argc > 1 && strcmp(argv[1], "timens") == 0);
 	setns_case();

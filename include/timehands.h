@@ -217,7 +217,10 @@ struct th__fine_ctx {
  * (every page read is the library call). */
 static const uint32_t th__ctr_late = 0;
 static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none, 0};
+/* kcount: the kernel's data page count, where the library found it; until
+ * then an odd word, which no tied record matches. */
+static const uint32_t th__kcount_none = 1;
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none, &th__kcount_none};
 static inline const unsigned char *th__tl_get(void)
 {
 	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
@@ -313,6 +316,13 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * MONOTONIC in the bench). */
 	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
 	uint64_t ks = TH__LD(uint64_t, r, 56);
+	/* A record that is the kernel's conversion at one of its updates
+	 * (ks: that update's count | 2^32) only while the kernel has not
+	 * updated since; the count is loaded after the counter was read (at
+	 * once: nothing stays live for it). Relaxed, as in the library. */
+	uint32_t kc = __atomic_load_n(__atomic_load_n(&x->kcount, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	if (__builtin_expect((((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32))) != 0, 0))
+		return 0;
 	if (shared && ck == 1) {
 		/* the page numbers its REALTIME epochs itself */
 		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
@@ -351,15 +361,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	int64_t d = (int64_t)(c - anchor);
 	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
 		return 0;
-	/* A record that is the kernel's conversion at one of its updates
-	 * (ks: that update's count | 2^32) only while the kernel has not
-	 * updated since; the count is loaded after the counter was read.
-	 * Relaxed, as in the library. */
-	if (__builtin_expect(ks != 0, 0)) {
-		const uint32_t *kc = __atomic_load_n(&x->kcount, __ATOMIC_RELAXED);
-		if (kc == 0 || (uint32_t)ks != __atomic_load_n(kc, __ATOMIC_RELAXED))
-			return 0;
-	}
 	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);

@@ -216,9 +216,11 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 			p->disc.line[l].unc = 20e-6;
 			p->disc.line[l].have_last = 0;
 		}
+		/* The discipline's offsets are the kernel's exact ones (the
+		 * last observation above): not replaced by a measurement, which
+		 * would move REALTIME by its error. */
 		struct th_sample smp;
 		take_sample(p, &smp, 0, 1);
-		th_disc_observe(&p->disc, &smp, NULL);
 		publish_kernel(p, NULL, &smp, p->tick_ns);
 		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
 		return 1;

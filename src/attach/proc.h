@@ -220,6 +220,15 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 	th__g3_raise_slow((uint64_t)sec, epoch);
 }
 
+/* Nonzero when a record tied to a kernel update (kseq, record.h) is no
+ * longer the kernel's: branch-free, since on a machine where the records are
+ * the kernel's every read asks, and elsewhere none is tied (the mask is 0). */
+static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks)
+{
+	uint32_t kc = __atomic_load_n(th_hw_kcount(), __ATOMIC_RELAXED);
+	return ((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32));
+}
+
 /*
  * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
  * caller loaded (after the ordered read's fence). Copies only the fields this
@@ -265,6 +274,15 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
 	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
 	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
+	/* A line that is the kernel's conversion at one of its updates is the
+	 * kernel's clock only while that update is the kernel's latest: the
+	 * count is loaded after the counter was read (program order, as the
+	 * vDSO re-reads its count after its counter read), so a kernel update
+	 * before the counter read is seen. A counter taken first is compared
+	 * at once (nothing stays live for it); one taken after the copy, once
+	 * it is read. Relaxed: the count orders nothing else. */
+	if (early && TH_UNLIKELY(th__kseq_moved(ks)))
+		return th__fine_slow_v(ck, ordered);
 	if (shared && ck == TH_CK_REAL)
 		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
 	/* Orders the copies before the re-load of gen; pairs with the writer's
@@ -313,13 +331,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 	int64_t d = (int64_t)(c - anchor);
 	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
 		return th__fine_slow_v(ck, ordered);
-	/* A line that is the kernel's conversion at one of its updates is the
-	 * kernel's clock only while that update is the kernel's latest: the
-	 * count is loaded after the counter was read (program order, as the
-	 * vDSO re-reads its count after its counter read), so a kernel update
-	 * before the counter read is seen here. Relaxed: the count orders
-	 * nothing else. */
-	if (TH_UNLIKELY(ks != 0) && TH_UNLIKELY((uint32_t)ks != __atomic_load_n(th_hw_kcount(), __ATOMIC_RELAXED)))
+	if (!early && TH_UNLIKELY(th__kseq_moved(ks)))
 		return th__fine_slow_v(ck, ordered);
 	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
 	if (TH_UNLIKELY((uint64_t)n >= 1000000000u)) {

@@ -399,7 +399,7 @@ int main(int argc, char **argv)
 	 * page and the switch's counter): not every reading is the call. */
 	{
 		const struct th__fast *f = th__fast();
-		struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr, f->kseq};
+		struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr, f->kseq ? f->kseq : &th__kcount_none};
 		long inl = 0, n = 0;
 		for (; n < 100000; n++) {
 			int64_t sec, ns;

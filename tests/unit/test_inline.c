@@ -85,7 +85,7 @@ static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 {
 	static const uint32_t early_word = 1;
 	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &early_word,
-				 &sw_ctr, NULL};
+				 &sw_ctr, &th__kcount_none};
 	int64_t sec = 0, n = 0;
 	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr, &sec, &n);
 	if (ok) {
@@ -280,7 +280,7 @@ static void test_shared(void)
 	CHECK(read_rec(0, &g3, &ns) == 0, "a kernel-mode page record was read");
 
 	/* no page mapped: the library */
-	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL, &sw_ctr, NULL};
+	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL, &sw_ctr, &th__kcount_none};
 	int64_t a, b;
 	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr, &a, &b) == 0, "the shared slot without a page");
 	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");
@@ -299,7 +299,8 @@ static void test_machine(void)
 			(th_clock_gettime)(ids[ck], &a);
 			int64_t sec, n;
 			const struct th__fast *f = th__fast();
-			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr, f->kseq};
+			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr,
+					 f->kseq ? f->kseq : &th__kcount_none};
 			int ok = th__fine_rec(x.tl, &x, ck, th__ctr, &sec, &n);
 			(th_clock_gettime)(ids[ck], &b);
 			total++;

@@ -3,9 +3,10 @@
 # clock the way time daemons and operators do (adjtimex frequency, tick and PLL
 # slews, ADJ_SETOFFSET and clock_settime steps of 100 ms, clocksource
 # switches; every change undone, every step paired) while readers check G1-G5
-# on every clock id (tests/faults/faults.c): through the library in local
-# mode, in shared mode with a timehandsd of its own, and through the preload
-# under a program that reads libc's clocks, local and shared.
+# on every clock id (tests/faults/faults.c): through the library and through
+# the preload under a program that reads libc's clocks, each without and with
+# a timehandsd of its own (shared mode where a process uses its page; where
+# the records are the kernel's own line, processes do not, and say why).
 #
 # Runs alone: it moves the clock under everything else on the machine. Without
 # root, or where the kernel refuses adjtimex, it says why and exits 0.
@@ -51,8 +52,8 @@ run() { # name, command...
 	fi
 }
 
-run "library, local mode" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
-run "preload, local mode" "$cli" run --preload "$preload" --page none -- "$fl" "${scenarios[@]}"
+run "library, no daemon" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
+run "preload, no daemon" "$cli" run --preload "$preload" --page none -- "$fl" "${scenarios[@]}"
 
 # A daemon of its own for each shared run: the state one run's changes left
 # in a daemon is not the next run's starting point.
@@ -87,10 +88,10 @@ stop_daemon() {
 }
 
 start_daemon
-run "library, shared mode" env TIMEHANDS_PAGE="$tmp/page" "$f" "${expect[@]}" "${scenarios[@]}"
+run "library, with timehandsd" env TIMEHANDS_PAGE="$tmp/page" "$f" "${expect[@]}" "${scenarios[@]}"
 stop_daemon
 start_daemon
-run "preload, shared mode" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
+run "preload, with timehandsd" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
 stop_daemon
 
 if [ ${#failed[@]} -gt 0 ]; then

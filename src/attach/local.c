@@ -217,10 +217,19 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 			p->disc.line[l].have_last = 0;
 		}
 		/* The discipline's offsets are the kernel's exact ones (the
-		 * last observation above): not replaced by a measurement, which
-		 * would move REALTIME by its error. */
+		 * last observation above): replaced by a measurement only where
+		 * they moved by more than its error (a process that entered
+		 * another time namespace: its page 0 is the namespace's now),
+		 * else REALTIME would move by that error. */
 		struct th_sample smp;
 		take_sample(p, &smp, 0, 1);
+		const int64_t slack = 2000;
+		if (llabs(smp.off_real - p->disc.off_real) > smp.off_real_hw + slack ||
+		    llabs(smp.off_boot - p->disc.off_boot) > smp.off_boot_hw + slack) {
+			int fl = th_disc_observe(&p->disc, &smp, NULL);
+			if (fl & TH_OBS_STEP)
+				atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+		}
 		publish_kernel(p, NULL, &smp, p->tick_ns);
 		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
 		return 1;

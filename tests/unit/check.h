@@ -36,6 +36,16 @@ static inline int64_t ts_to_ns(const struct timespec *t)
 	return (int64_t)t->tv_sec * 1000000000LL + t->tv_nsec;
 }
 
+/* A fixed-seed xorshift generator: the same sequence in every run. */
+static uint64_t check_rng = 0x9e3779b97f4a7c15ULL;
+static inline uint64_t rnd(void)
+{
+	check_rng ^= check_rng << 13;
+	check_rng ^= check_rng >> 7;
+	check_rng ^= check_rng << 17;
+	return check_rng;
+}
+
 /* Wall-clock budget for loops, from the kernel's raw clock (not timehands). */
 static inline int64_t raw_now_ns(void)
 {

@@ -32,14 +32,6 @@ static uint64_t fake_ctr(void)
 	return fake_c;
 }
 
-static uint64_t rng = 0x9e3779b97f4a7c15ULL;
-static uint64_t rnd(void)
-{
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
-}
 
 static const int line_of[5] = {TH_MONO, TH_MONO, TH_MONO, TH_MONO, TH_RAW};
 

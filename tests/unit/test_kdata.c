@@ -305,39 +305,31 @@ static void off(void)
 	}
 }
 
-static uint64_t xs = 0x9e3779b97f4a7c15u;
-static uint64_t rnd64(void)
-{
-	xs ^= xs << 13;
-	xs ^= xs >> 7;
-	xs ^= xs << 17;
-	return xs;
-}
 
 /* A conversion as the kernel publishes one: bases of whole-ns offsets from
  * MONOTONIC's, normalised nsec (< 1e9 << shift). */
 static void random_conv(struct th_kconv *k)
 {
 	memset(k, 0, sizeof *k);
-	k->seq = (uint32_t)rnd64() & ~1u;
-	k->cycle_last = rnd64() >> 1;
-	k->shift = 1 + (uint32_t)(rnd64() % 32);
-	k->raw_shift = 1 + (uint32_t)(rnd64() % 32);
+	k->seq = (uint32_t)rnd() & ~1u;
+	k->cycle_last = rnd() >> 1;
+	k->shift = 1 + (uint32_t)(rnd() % 32);
+	k->raw_shift = 1 + (uint32_t)(rnd() % 32);
 	/* 0.2 to 2 ns per count */
-	double npc = 0.2 + (double)(rnd64() % 1800) / 1000.0;
+	double npc = 0.2 + (double)(rnd() % 1800) / 1000.0;
 	k->mult = (uint32_t)(npc * (double)((uint64_t)1 << k->shift));
-	k->raw_mult = (uint32_t)(npc * (1 + (double)(rnd64() % 100) * 1e-6) * (double)((uint64_t)1 << k->raw_shift));
+	k->raw_mult = (uint32_t)(npc * (1 + (double)(rnd() % 100) * 1e-6) * (double)((uint64_t)1 << k->raw_shift));
 	if (k->mult == 0)
 		k->mult = 1;
 	if (k->raw_mult == 0)
 		k->raw_mult = 1;
 	uint64_t one = 1000000000ull << k->shift;
-	uint64_t mono_s = 1000 + rnd64() % 10000000, mono_n = rnd64() % one;
+	uint64_t mono_s = 1000 + rnd() % 10000000, mono_n = rnd() % one;
 	k->sec[TH_KC_MONO] = mono_s;
 	k->nsec[TH_KC_MONO] = mono_n;
 	uint64_t frac = mono_n & (((uint64_t)1 << k->shift) - 1);
-	int64_t offs[3] = {(int64_t)(1700000000ull * 1000000000ull + rnd64() % 1000000000000ull),
-			   (int64_t)(rnd64() % 100000000000ull), 0};
+	int64_t offs[3] = {(int64_t)(1700000000ull * 1000000000ull + rnd() % 1000000000000ull),
+			   (int64_t)(rnd() % 100000000000ull), 0};
 	offs[2] = offs[0] + 37000000000LL;
 	static const int kc[3] = {TH_KC_REAL, TH_KC_BOOT, TH_KC_TAI};
 	uint64_t mono_ns = mono_s * 1000000000ull + (mono_n >> k->shift);
@@ -346,9 +338,9 @@ static void random_conv(struct th_kconv *k)
 		k->sec[kc[i]] = t / 1000000000ull;
 		k->nsec[kc[i]] = ((t % 1000000000ull) << k->shift) | frac;
 	}
-	k->sec[TH_KC_RAW] = 500 + rnd64() % 10000000;
-	k->nsec[TH_KC_RAW] = rnd64() % (1000000000ull << k->raw_shift);
-	uint64_t cm = mono_ns - rnd64() % 4000000, cr = cm + (uint64_t)offs[0];
+	k->sec[TH_KC_RAW] = 500 + rnd() % 10000000;
+	k->nsec[TH_KC_RAW] = rnd() % (1000000000ull << k->raw_shift);
+	uint64_t cm = mono_ns - rnd() % 4000000, cr = cm + (uint64_t)offs[0];
 	k->sec[TH_KC_MONO_COARSE] = cm / 1000000000ull;
 	k->nsec[TH_KC_MONO_COARSE] = cm % 1000000000ull;
 	k->sec[TH_KC_REAL_COARSE] = cr / 1000000000ull;
@@ -378,7 +370,7 @@ static void record(void)
 		uint64_t cur = atomic_load(&tl.cur);
 		struct th_rec *rec = &tl.ring[TH_CUR_SLOT(cur) % TH_RING];
 		for (int j = 0; j < 20; j++) {
-			int64_t d = j == 0 ? 0 : j == 1 ? v.dhi : (int64_t)(rnd64() % (uint64_t)(v.dhi + 1));
+			int64_t d = j == 0 ? 0 : j == 1 ? v.dhi : (int64_t)(rnd() % (uint64_t)(v.dhi + 1));
 			uint64_t c = k.cycle_last + (uint64_t)d;
 			for (int ck = 0; ck < TH_NCLOCKS; ck++) {
 				uint64_t want = th_kconv_ns(&k, kc_of_ck[ck], c);

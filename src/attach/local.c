@@ -1289,7 +1289,10 @@ static int exact_offsets(const struct th_snap *s, int line, int sel)
  */
 static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
 {
-	int exact = exact_offsets(s, line, sel);
+	/* The kernel's line that the kernel has moved on from: its readings
+	 * were the kernel's, so is this one, of the very clock asked for (its
+	 * offsets may be those before a step). */
+	int exact = exact_offsets(s, line, sel) || s->kseq != 0;
 	uint64_t off = (uint64_t)snap_offset(s, sel);
 	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(line, sel) : line_clock(line));
 	uint64_t k = exact ? ke - off : ke;
@@ -1508,8 +1511,9 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		return kernel_exact(line, sel, ns);
 	}
 	/* Else phi of the last local record, the current one (never below
-	 * anything returned before it). */
-	if (exact_offsets(&s, line, sel))
+	 * anything returned before it); the kernel's own clock after the
+	 * kernel's line. */
+	if (exact_offsets(&s, line, sel) || s.kseq)
 		return kernel_exact(line, sel, ns);
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);

@@ -317,6 +317,7 @@ int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v)
 	return 0;
 }
 
+#if defined(__x86_64__)
 /* Every fine clock computed from a copy lies between two vDSO readings. */
 static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size_t h)
 {
@@ -341,6 +342,8 @@ static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size
 	}
 	return 1;
 }
+
+#endif
 
 /* The structure of the MONOTONIC_RAW clock follows the one at hres: its size
  * is the header, twelve bases and, before Linux 6.13, 16 bytes more. */

@@ -1,17 +1,18 @@
 /*
  * The real-kernel fault tier (make test-faults): change the kernel's clock the
- * way time daemons and operators do, while a reader thread sandwiches every
+ * way time daemons and operators do, while reader threads sandwich every
  * timehands reading between the kernel's own readings of the same clock.
  *
  *   timehands-faults [--expect MODE] SCENARIO...
  *   timehands-faults --probe      exit 0 if the kernel's clock may be changed, else 77
  *   SCENARIO: freq tick tick10 pll setoffset step clocksource (or all)
  *
- * Built twice: timehands-faults reads through the th_ API of the library;
- * timehands-faults-libc (FAULTS_LIBC) through libc's clock functions, to be
- * run under the preload, and finds th_status in the preload.
+ * Two reader threads: each winds up the records in turn and finds the other's
+ * windup under way. Built twice: timehands-faults reads through the th_ API of
+ * the library; timehands-faults-libc (FAULTS_LIBC) through libc's clock
+ * functions, to be run under the preload, and finds th_status in the preload.
  *
- * Checked for every reading, as DESIGN's G1-G5 state them:
+ * Checked for every reading, as the guarantees G1-G5 state them:
  *   G1 a fine reading lies within 1 us of [min(k1,k2), max(k1,k2)], k1 and k2
  *      the kernel's readings (by system call) just before and after it;
  *   G2 MONOTONIC, RAW, BOOTTIME (fine and coarse) never go back; REALTIME
@@ -97,7 +98,7 @@ static void path_init(void)
 }
 #else
 #define PATH_NAME "the library (th_ API)"
-static unsigned round_no;
+static _Thread_local unsigned round_no;
 /* Alternate rounds: the library call, and the header's inline read (a
  * clock id the compiler sees). */
 static int tread(clockid_t id, struct timespec *t)
@@ -213,13 +214,16 @@ struct stats {
 };
 
 static atomic_int reader_stop;
-static struct stats S;
+#define NREADERS 2
+/* Each reader thread counts in its own (the scenario adds them up). */
+static struct stats S_each[NREADERS];
+static _Thread_local struct stats *SS;
 static int64_t tick_ns = 4 * MS;
 
 static void note_first(const char *what, int64_t a, int64_t b, int64_t c)
 {
-	if (!S.first[0])
-		snprintf(S.first, sizeof S.first, "%s: %lld not in/after [%lld, %lld]", what, (long long)b,
+	if (!SS->first[0])
+		snprintf(SS->first, sizeof SS->first, "%s: %lld not in/after [%lld, %lld]", what, (long long)b,
 			 (long long)a, (long long)c);
 }
 
@@ -232,20 +236,20 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		tread(fine_ids[i], &t);
 		int64_t k2 = kread(fine_ids[i]);
 		int64_t v = ts_ns(&t), lo = k1 < k2 ? k1 : k2, hi = k1 < k2 ? k2 : k1;
-		S.reads++;
+		SS->reads++;
 		int64_t off = v < lo ? lo - v : v > hi ? v - hi : 0;
 		if (off > G1_SLACK_NS) {
-			S.g1_bad++;
-			if (off > S.g1_worst) {
-				S.g1_worst = off;
-				S.g1_worst_id = (int)i;
+			SS->g1_bad++;
+			if (off > SS->g1_worst) {
+				SS->g1_worst = off;
+				SS->g1_worst_id = (int)i;
 			}
 			note_first(fine_names[i], lo, v, hi);
 		}
 		/* G2: REALTIME and TAI may go back only where the kernel did */
 		int steppable = fine_ids[i] == CLOCK_REALTIME || fine_ids[i] == CLOCK_TAI;
 		if (prev[i] && v < prev[i] && !(steppable && (k1 < prev_k[i] || k2 < prev_k[i]))) {
-			S.g2_bad++;
+			SS->g2_bad++;
 			note_first(fine_names[i], prev[i], v, prev[i]);
 		}
 		prev[i] = v;
@@ -256,11 +260,11 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 			/* G3: time() after this reading */
 			int64_t s = (int64_t)ttime();
 			int64_t k3 = kread(CLOCK_REALTIME);
-			S.reads++;
+			SS->reads++;
 			/* allowed where the kernel stepped back since the
 			 * REALTIME reading began */
 			if (s < v / NS && !(k3 < (k1 > k2 ? k1 : k2))) {
-				S.g3_bad++;
+				SS->g3_bad++;
 				note_first("G3 time() below an earlier REALTIME second", v / NS, s, v / NS);
 			}
 			/* gettimeofday: G1 at microsecond resolution */
@@ -270,9 +274,9 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 			int64_t g2 = kread(CLOCK_REALTIME);
 			int64_t gv = (int64_t)tv.tv_sec * NS + tv.tv_usec * US;
 			int64_t glo = (g1 < g2 ? g1 : g2) / US * US, ghi = g1 < g2 ? g2 : g1;
-			S.reads++;
+			SS->reads++;
 			if (gv < glo - G1_SLACK_NS || gv > ghi + G1_SLACK_NS) {
-				S.g1_bad++;
+				SS->g1_bad++;
 				note_first("gettimeofday", glo, gv, ghi);
 			}
 		}
@@ -286,31 +290,31 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		int64_t kc = kread(cids[c]);
 		tread(cids[c], &t);
 		tread(fids[c], &f);
-		S.reads += 2;
+		SS->reads += 2;
 		int64_t v = ts_ns(&t);
 		if (v > ts_ns(&f)) {
-			S.g4_bad++;
+			SS->g4_bad++;
 			note_first("G4 coarse above the fine reading after it", v, v, ts_ns(&f));
 		}
 		int stepped = c == 0 && (k1 < prev_kcoarse[c] || kread(fids[c]) < prev_kcoarse[c]);
 		if (prev_coarse[c] && v < prev_coarse[c] && !stepped) {
-			S.g2_bad++;
+			SS->g2_bad++;
 			note_first("G2 coarse backwards", prev_coarse[c], v, prev_coarse[c]);
 		}
 		prev_coarse[c] = v;
 		prev_kcoarse[c] = k1;
 		if (c == 1) {
-			if (k1 - v > S.th_coarse_lag)
-				S.th_coarse_lag = k1 - v;
-			if (k1 - kc > S.k_coarse_lag)
-				S.k_coarse_lag = k1 - kc;
+			if (k1 - v > SS->th_coarse_lag)
+				SS->th_coarse_lag = k1 - v;
+			if (k1 - kc > SS->k_coarse_lag)
+				SS->k_coarse_lag = k1 - kc;
 		}
 	}
 }
 
 static void *reader(void *arg)
 {
-	(void)arg;
+	SS = &S_each[(intptr_t)arg];
 	int64_t prev[NFINE] = {0}, prev_k[NFINE] = {0}, pc[2] = {0}, pk[2] = {0};
 	while (!atomic_load_explicit(&reader_stop, memory_order_relaxed)) {
 		reader_round(prev, prev_k, pc, pk);
@@ -431,10 +435,11 @@ static int scenario(const char *name)
 	}
 	struct th_status st0, st1;
 	tstatus(&st0);
-	memset(&S, 0, sizeof S);
+	memset(S_each, 0, sizeof S_each);
 	atomic_store(&reader_stop, 0);
-	pthread_t th;
-	pthread_create(&th, NULL, reader, NULL);
+	pthread_t th[NREADERS];
+	for (intptr_t r = 0; r < NREADERS; r++)
+		pthread_create(&th[r], NULL, reader, (void *)r);
 	usleep(PERIOD_MS * 1000);
 	int rc = 0;
 	for (int i = 0; i < CHANGES && rc == 0; i++) {
@@ -444,7 +449,28 @@ static int scenario(const char *name)
 	restore_all();
 	usleep(PERIOD_MS * 1000); /* readings across the restore too */
 	atomic_store(&reader_stop, 1);
-	pthread_join(th, NULL);
+	for (int r = 0; r < NREADERS; r++)
+		pthread_join(th[r], NULL);
+	struct stats S;
+	memset(&S, 0, sizeof S);
+	for (int r = 0; r < NREADERS; r++) {
+		const struct stats *e = &S_each[r];
+		S.reads += e->reads;
+		S.g1_bad += e->g1_bad;
+		S.g2_bad += e->g2_bad;
+		S.g3_bad += e->g3_bad;
+		S.g4_bad += e->g4_bad;
+		if (e->g1_worst > S.g1_worst) {
+			S.g1_worst = e->g1_worst;
+			S.g1_worst_id = e->g1_worst_id;
+		}
+		if (e->th_coarse_lag > S.th_coarse_lag)
+			S.th_coarse_lag = e->th_coarse_lag;
+		if (e->k_coarse_lag > S.k_coarse_lag)
+			S.k_coarse_lag = e->k_coarse_lag;
+		if (!S.first[0] && e->first[0])
+			memcpy(S.first, e->first, sizeof S.first);
+	}
 	tstatus(&st1);
 	if (rc != 0) {
 		printf("  %-12s FAIL: the change could not be made\n", name);

@@ -201,7 +201,10 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 {
 	struct th_kconv k;
 	struct th_rec_val v;
-	int conv = th_kdata_conv(&k) == 0 && th_kconv_record(&k, &v) == 0;
+	int rc = th_kdata_conv(&k);
+	if (rc == -2 && prev && prev->kseq)
+		return 1; /* the kernel mid-update: its clock serves until the next try */
+	int conv = rc == 0 && th_kconv_record(&k, &v) == 0;
 	if (!conv) {
 		if (!prev || !prev->kseq)
 			return 0;

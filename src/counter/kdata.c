@@ -228,7 +228,10 @@ static uint64_t kld64(const unsigned char *p)
 	return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
 }
 
-/* One copy under the kernel's count of the structures at hres and raw. */
+/* One copy under the kernel's count of the structures at hres and raw: 0;
+ * -1 when the kernel's clock is not one a record can be (a hard no); -2 when
+ * every try found the kernel between or inside updates (the kernel bumps the
+ * two structures' counts one after the other). */
 static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t h, struct th_kconv *k)
 {
 	for (int t = 0; t < 8; t++) {
@@ -256,16 +259,18 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n((const uint32_t *)(const void *)hres, __ATOMIC_RELAXED) != s)
 			continue;
-		/* The TSC's clock mode (1 on x86), one update for both
-		 * structures, a full 64-bit counter, and shifts the records'
-		 * Q32 rates carry exactly. */
-		if (mode != 1 || rmode != 1 || rs != s || rlast != k->cycle_last || mask != ~(uint64_t)0 ||
-		    rmask != mask || k->mult == 0 || k->raw_mult == 0 || k->shift > 32 || k->raw_shift > 32)
+		/* The TSC's clock mode (1 on x86), a full 64-bit counter, and
+		 * shifts the records' Q32 rates carry exactly. */
+		if (mode != 1 || rmode != 1 || mask != ~(uint64_t)0 || rmask != mask || k->mult == 0 ||
+		    k->raw_mult == 0 || k->shift > 32 || k->raw_shift > 32)
 			return -1;
+		/* both structures of one update */
+		if (rs != s || rlast != k->cycle_last)
+			continue;
 		k->seq = s;
 		return 0;
 	}
-	return -1;
+	return -2;
 }
 
 uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c)

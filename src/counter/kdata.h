@@ -84,10 +84,10 @@ void th_kdata_conv_init(void);
 /* 1 where th_kdata_conv_init found it (then th_kdata_conv may succeed). */
 int th_kdata_conv_known(void);
 
-/* A consistent copy of the kernel's conversion now: 0, or -1 when there is
- * none (no such data, the kernel updating it every time, its clock mode not
- * the TSC's now, or a shift the records cannot carry). Bounded: never waits
- * for the kernel. */
+/* A consistent copy of the kernel's conversion now: 0; -1 when there is none
+ * (no such data, its clock mode not the TSC's now, a shift the records cannot
+ * carry); -2 when the kernel was updating it at every try (bounded: it never
+ * waits for the kernel; ask again later). */
 int th_kdata_conv(struct th_kconv *k);
 
 /* The kernel's reading of clock TH_KC_* (fine ones) at counter c from k, in

@@ -292,11 +292,13 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		tread(fids[c], &f);
 		SS->reads += 2;
 		int64_t v = ts_ns(&t);
-		if (v > ts_ns(&f)) {
+		int64_t k3 = kread(fids[c]);
+		/* REALTIME may have been stepped back in between */
+		if (v > ts_ns(&f) && !(c == 0 && k3 < k1)) {
 			SS->g4_bad++;
 			note_first("G4 coarse above the fine reading after it", v, v, ts_ns(&f));
 		}
-		int stepped = c == 0 && (k1 < prev_kcoarse[c] || kread(fids[c]) < prev_kcoarse[c]);
+		int stepped = c == 0 && (k1 < prev_kcoarse[c] || k3 < prev_kcoarse[c]);
 		if (prev_coarse[c] && v < prev_coarse[c] && !stepped) {
 			SS->g2_bad++;
 			note_first("G2 coarse backwards", prev_coarse[c], v, prev_coarse[c]);

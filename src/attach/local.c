@@ -1720,8 +1720,10 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
 /* th__coarse_kv's slow path: the kernel's coarse clocks from one consistent
  * copy of its data, after a windup follows a step no record has followed yet;
  * never below the coarse floor, REALTIME never below the G3 floor of the
- * epoch in force. The vDSO's coarse clock when no copy agrees (the records
- * are leaving the kernel's line). */
+ * epoch in force. When no copy agrees (the kernel mid-update every time, the
+ * records leaving the kernel's line): a fine reading of the same clock, which
+ * no coarse reading served before exceeds and no later fine one undercuts
+ * (G2-G4; the kernel's coarse clock alone would ignore both floors). */
 int th__coarse_kv_slow(int ci, struct timespec *ts)
 {
 #ifndef TH_SIM
@@ -1730,7 +1732,7 @@ int th__coarse_kv_slow(int ci, struct timespec *ts)
 		struct th_kconv k;
 		if (th_kdata_conv(&k) != 0) {
 			th__windup_try();
-			break;
+			continue;
 		}
 		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
 		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
@@ -1754,7 +1756,7 @@ int th__coarse_kv_slow(int ci, struct timespec *ts)
 		return 0;
 	}
 #endif
-	return th_hw_kread(ci ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE, ts);
+	return th__fine(ci ? TH_CK_REAL : TH_CK_MONO, 1, ts);
 }
 
 int th__coarse_real_slow(struct timespec *ts)

@@ -205,7 +205,10 @@ static void restore_all(void)
 	}
 	struct timex tx;
 	memset(&tx, 0, sizeof tx);
-	tx.modes = ADJ_FREQUENCY | ADJ_TICK | ADJ_STATUS | ADJ_OFFSET;
+	/* ADJ_NANO (the PLL scenario) leaves STA_NANO set: back to the units
+	 * the kernel had */
+	tx.modes = ADJ_FREQUENCY | ADJ_TICK | ADJ_STATUS | ADJ_OFFSET |
+		   ((orig_tx.status & STA_NANO) ? ADJ_NANO : ADJ_MICRO);
 	tx.freq = orig_tx.freq;
 	tx.tick = orig_tx.tick;
 	tx.status = orig_tx.status & ~(STA_INS | STA_DEL);

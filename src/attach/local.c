@@ -1484,7 +1484,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			int64_t d = (int64_t)(c - s.anchor);
 			/* the kernel's line is served only while its update is
 			 * the kernel's latest (record.h, kseq) */
-			if (d >= s.dmin && d <= s.dhi && th_kseq_current(s.kseq, th_hw_kcount())) {
+			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq)) {
 				if (d >= s.ddue)
 					th__windup_try(); /* due; the record stays valid meanwhile */
 				if (d < s.dlo)

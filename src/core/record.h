@@ -405,13 +405,6 @@ struct th_rec_val {
 	uint64_t kseq;
 };
 
-/* 1 while a record's kernel update (its kseq) is the kernel's current one,
- * or it is not tied to one. `kcount`: the kernel's data page count. */
-static inline int th_kseq_current(uint64_t kseq, const uint32_t *kcount)
-{
-	return kseq == 0 || (uint32_t)kseq == __atomic_load_n(kcount, __ATOMIC_RELAXED);
-}
-
 void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);
 
 /*

@@ -1151,7 +1151,8 @@ static void first_attach(struct th_proc *p)
 		(void)w;
 		p->cfg.warning[n] = 0;
 	}
-	p->passthrough = p->cfg.disable;
+	/* Relaxed stores: th__coarse_slow may load these while this runs. */
+	__atomic_store_n(&p->passthrough, p->cfg.disable, __ATOMIC_RELAXED);
 	if (!p->passthrough) {
 		th_trust_probe(&p->trust, p->cfg.counter);
 	} else {
@@ -1160,10 +1161,14 @@ static void first_attach(struct th_proc *p)
 		strcpy(p->trust.freq_source, "none");
 	}
 	struct timespec res = {0, 0};
-	p->tick_ns = 4000000;
+	uint64_t tick = 4000000;
 	if (th_kclock_getres(CLOCK_MONOTONIC_COARSE, &res) == 0 && ts_ns(&res) > 0)
-		p->tick_ns = (uint64_t)ts_ns(&res);
-	p->have_kcoarse = th_hw_have_kcoarse();
+		tick = (uint64_t)ts_ns(&res);
+	/* Relaxed, one store: th__coarse_ts_at and th__coarse_slow load it
+	 * before they know whether a record exists (no ordering needed: the
+	 * value only matters once a record published after it is seen). */
+	__atomic_store_n(&p->tick_ns, tick, __ATOMIC_RELAXED);
+	__atomic_store_n(&p->have_kcoarse, th_hw_have_kcoarse(), __ATOMIC_RELAXED);
 	p->have_ktime = th_hw_have_ktime();
 	/* the direct coarse read, found now: later a confined program may
 	 * not open files */
@@ -1576,14 +1581,19 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 	*epoch = 0;
 	if (!th__ready())
 		th__attach(); /* as in th__fine_slow */
-	if (p->passthrough) {
+	/* Relaxed loads of the fields first_attach sets (it stores them so):
+	 * while another thread is attaching they may still read 0, which
+	 * reads the kernel's clock below with every floor applied. */
+	const int have_kcoarse = __atomic_load_n(&p->have_kcoarse, __ATOMIC_RELAXED);
+	const uint64_t tick_ns = __atomic_load_n(&p->tick_ns, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&p->passthrough, __ATOMIC_RELAXED)) {
 		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
 		return 0;
 	}
 	for (int pass = 0; pass < 3; pass++) {
 		struct th_snap s = {0};
 		unsigned retries = 0;
-		uint64_t kc = p->have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
+		uint64_t kc = have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
 		/* Acquire, before the load of cur: pairs with the release of
 		 * raise_coarse_floor, so that a floor raised from a reading of
 		 * the page comes with a cur that names the page (a floor from
@@ -1598,7 +1608,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
 			if (!page_still_read(p, lc))
 				continue; /* read again */
-			if (got && s.kind == TH_REC_LINE && p->have_kcoarse &&
+			if (got && s.kind == TH_REC_LINE && have_kcoarse &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
@@ -1628,7 +1638,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			}
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */
-			uint64_t k = p->have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
+			uint64_t k = have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
 			uint64_t v = th_phi(k, s.ceil[TH_MONO], s.bound[TH_MONO]);
 			/* A switch in progress must not start its line below
 			 * this value (as kernel_value for fine reads): kc was
@@ -1644,12 +1654,12 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 			*ns = v + (uint64_t)snap_offset(&s, sel);
 			return 0;
 		}
-		if (p->have_kcoarse && kc - s.tick < p->tick_ns / 2) {
+		if (have_kcoarse && kc - s.tick < tick_ns / 2) {
 			uint64_t v = s.coarse > cf ? s.coarse : cf;
 			*ns = v + (uint64_t)snap_offset(&s, sel);
 			return 0;
 		}
-		if (p->have_kcoarse && th__windup_try())
+		if (have_kcoarse && th__windup_try())
 			continue;
 		/* Stale and the writer is busy (or no kernel coarse clock): a
 		 * fine reading, below. Not a fine MONOTONIC reading plus this
@@ -1665,7 +1675,7 @@ int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
 	 * reading, so that floor + offset is not below it. */
 	uint64_t r = exact ? (uint64_t)kread_ns(CLOCK_REALTIME) : sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : 0;
 	uint64_t m = fine_ns(TH_CK_MONO);
-	if (p->have_kcoarse)
+	if (have_kcoarse)
 		raise_coarse_floor(p, m);
 	*ns = sel == TH_SEL_REAL ? r : m;
 	return exact;

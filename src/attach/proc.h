@@ -544,7 +544,11 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
 		return th__coarse_blk(ci, ts, th__page_tl(), pcur, fresh, fresh_ns, 1, cur);
 	}
-	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, th__P.tick_ns / 2, 0, 0);
+	/* Relaxed: another thread's first attach may be storing the tick
+	 * while this one reads a record word that names no record yet (the
+	 * block then sends it to the slow path whatever the value). */
+	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, __atomic_load_n(&th__P.tick_ns, __ATOMIC_RELAXED) / 2,
+			      0, 0);
 }
 
 int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;

@@ -364,9 +364,11 @@ static void conv_find(const unsigned char *page, size_t so, size_t mo)
 			continue;
 		struct th_kconv k;
 		if (conv_copy(hres, raw, h, &k) == 0 && conv_agrees(hres, raw, h)) {
-			kv_hres = hres;
 			kv_raw = raw;
 			kv_hdr = h;
+			/* Release: the two fields above are visible to a thread
+			 * whose acquire load (th_kdata_conv) sees kv_hres. */
+			__atomic_store_n(&kv_hres, hres, __ATOMIC_RELEASE);
 			return;
 		}
 	}
@@ -377,20 +379,23 @@ static void conv_find(const unsigned char *page, size_t so, size_t mo)
 
 void th_kdata_conv_init(void)
 {
-	if (kv_page && !kv_hres && kdata_on())
+	if (kv_page && !__atomic_load_n(&kv_hres, __ATOMIC_RELAXED) && kdata_on())
 		conv_find(kv_page, kv_so, kv_mo);
 }
 
 int th_kdata_conv_known(void)
 {
-	return kv_hres != NULL && kdata_on();
+	return __atomic_load_n(&kv_hres, __ATOMIC_RELAXED) != NULL && kdata_on();
 }
 
 int th_kdata_conv(struct th_kconv *k)
 {
-	if (!th_kdata_conv_known())
+	/* Acquire: pairs with conv_find's release store; another thread's
+	 * first attach may be finding the layout while this one reads. */
+	const unsigned char *hres = __atomic_load_n(&kv_hres, __ATOMIC_ACQUIRE);
+	if (!hres || !kdata_on())
 		return -1;
-	return conv_copy(kv_hres, kv_raw, kv_hdr, k);
+	return conv_copy(hres, kv_raw, kv_hdr, k);
 }
 
 int th_kdata_check(void)

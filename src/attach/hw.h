@@ -31,6 +31,14 @@
 /* The kernel's data page count a record tied to a kernel update is checked
  * against (kdata.h; a private odd word while there is none). */
 #define th_hw_kcount() __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED)
+/* one iteration of a bounded wait for another thread */
+#if defined(__x86_64__) || defined(__i386__)
+#define th_hw_pause() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define th_hw_pause() __asm__ volatile("yield" ::: "memory")
+#else
+#define th_hw_pause() ((void)0)
+#endif
 #endif
 
 #endif

@@ -197,14 +197,19 @@ static void ns_to_ts(int64_t ns, struct timespec *ts);
  * a kernel-mode record), 0 when the discipline's line is to go on, 2 when it
  * is to run out first (then the kernel's line follows it).
  */
-static int kv_windup(struct th_proc *p, const struct th_snap *prev)
+static int kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 {
 	struct th_kconv k;
 	struct th_rec_val v;
 	int rc = th_kdata_conv(&k);
 	if (rc == -2 && prev && prev->kseq)
 		return 1; /* the kernel mid-update: its clock serves until the next try */
-	int conv = rc == 0 && th_kconv_record(&k, &v) == 0;
+	/* The counter after the copy: the pvclock line is anchored there. */
+	uint64_t c = th_hw_ctr_ordered();
+	int rr = rc == 0 ? th_kconv_record(&k, c, &v) : -1;
+	if (rr == -2 && prev && prev->kseq)
+		return 1; /* a counter behind the kernel's update: as above */
+	int conv = rr == 0;
 	if (!conv) {
 		if (!prev || !prev->kseq)
 			return 0;
@@ -237,7 +242,7 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
 		return 1;
 	}
-	uint64_t c = th_hw_ctr_ordered();
+	const int below_update = th_kconv_cycles(&k, c) < k.cycle_last;
 	if (prev && !prev->kseq && prev->kind == TH_REC_LINE) {
 		/* The discipline's line may be served up to its expiry (by a
 		 * reader that copied it and reads the counter late): left to
@@ -251,7 +256,7 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 		/* From the discipline's records: only once the kernel has passed
 		 * everything they may have served (their ceilings), else a
 		 * kernel-mode record holds them until it has. */
-		int below = c < k.cycle_last || th_kconv_ns(&k, TH_KC_MONO, c) < th_snap_ceiling(prev, TH_MONO) ||
+		int below = below_update || th_kconv_ns(&k, TH_KC_MONO, c) < th_snap_ceiling(prev, TH_MONO) ||
 			    th_kconv_ns(&k, TH_KC_RAW, c) < th_snap_ceiling(prev, TH_RAW) ||
 			    (prev->kind == TH_REC_TRANSIT && (th_kconv_ns(&k, TH_KC_MONO, c) < prev->guard[TH_MONO] ||
 							      th_kconv_ns(&k, TH_KC_RAW, c) < prev->guard[TH_RAW]));
@@ -275,7 +280,7 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 	 * a release). */
 	struct th_sample smp;
 	memset(&smp, 0, sizeof smp);
-	smp.counter_ok = c >= k.cycle_last;
+	smp.counter_ok = !below_update;
 	smp.c = smp.c_raw = c;
 	smp.mono = (int64_t)th_kconv_ns(&k, TH_KC_MONO, c);
 	smp.raw = (int64_t)th_kconv_ns(&k, TH_KC_RAW, c);
@@ -290,7 +295,31 @@ static int kv_windup(struct th_proc *p, const struct th_snap *prev)
 	v.epoch = p->disc.epoch;
 	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
 	TH_STEP("kv_commit");
-	th_commit_force(&p->tl, &v);
+	if (v.flags & TH_RECF_KPV) {
+		/* A line below the kernel: it starts at or above the kernel's
+		 * reading at its anchor, so it must not follow a kernel reading
+		 * taken after that. A reader that served one of those announced
+		 * itself (kernel_value) after it read it; then the compare-and-
+		 * swap fails, and the line is anchored anew after a new load of
+		 * the word (acquire: the counter is read after it, so after the
+		 * announced reading), a few times, in as short a window as can
+		 * be (readers of the stale line wait a moment for it first:
+		 * th__fine_slow). */
+		int done = th_commit(&p->tl, x, &v) == 0;
+		for (int t = 0; !done && t < 6; t++) {
+			x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+			c = th_hw_ctr_ordered();
+			uint16_t ep = v.epoch;
+			if (th_kconv_record(&k, c, &v) != 0)
+				break;
+			v.epoch = ep;
+			done = th_commit(&p->tl, x, &v) == 0;
+		}
+		if (!done)
+			return 1;
+	} else {
+		th_commit_force(&p->tl, &v);
+	}
 	atomic_store_explicit(&p->kv_on, 1, memory_order_relaxed);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
 	return 1;
@@ -310,7 +339,7 @@ static void local_windup(struct th_proc *p, int joining)
 		have = 0; /* cannot happen with a single writer */
 #ifndef TH_SIM
 	if (p->kv_ok && p->counter_usable && !joining) {
-		int kv = kv_windup(p, have ? &s : NULL);
+		int kv = kv_windup(p, have ? &s : NULL, x);
 		if (kv == 1)
 			return;
 		joining = kv == 2; /* the discipline's line runs out first */
@@ -1295,6 +1324,20 @@ static int exact_offsets(const struct th_snap *s, int line, int sel)
  * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
  * must read again (a new record appeared).
  */
+/* A pvclock line the kernel moved on from, while another thread holds the
+ * writer's lock: a moment (bounded: G6) for its windup to commit the next
+ * one, whose compare-and-swap a kernel reading served now would make fail
+ * (kv_windup). 1 once the word names another record. */
+static int kpv_wait(struct th_proc *p, uint64_t cur)
+{
+	for (int i = 0; i < 64; i++) {
+		th_hw_pause();
+		if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(cur))
+			return 1;
+	}
+	return 0;
+}
+
 static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
 {
 	/* The kernel's line that the kernel has moved on from: its readings
@@ -1311,7 +1354,9 @@ static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, in
 	th_hw_order_after_kread();
 	switch (s->kind) {
 	case TH_REC_LINE: /* expired: a windup may be pending with an older sample */
-		if (k > C && !th_announce(&p->tl, s->cur))
+		/* A pvclock line below the kernel: the next one must start
+		 * above this reading (kv_windup) */
+		if ((k > C || (s->flags & TH_RECF_KPV)) && !th_announce(&p->tl, s->cur))
 			return 0;
 		break;
 	case TH_REC_TRANSIT:
@@ -1499,6 +1544,8 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			}
 			/* expired, or the counter went backwards */
 			if (th__windup_try())
+				continue;
+			if ((s.flags & TH_RECF_KPV) && kpv_wait(p, s.cur))
 				continue;
 		}
 		if (kernel_value(p, &s, line, sel, &v)) {

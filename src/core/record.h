@@ -68,7 +68,11 @@ enum {
 	 * max_offset_err_ns (th_disc_offsets_wide): its readers of REALTIME,
 	 * BOOTTIME and TAI read the kernel's own clock, fine and coarse,
 	 * instead of MONOTONIC plus the record's offset. */
-	TH_RECF_KERNEL_OFFSETS = 2
+	TH_RECF_KERNEL_OFFSETS = 2,
+	/* A line a little below the kernel's pvclock reading (th_kconv_record):
+	 * a reader that serves the kernel's own clock after it announces
+	 * itself, so that the next such line starts above what it served. */
+	TH_RECF_KPV = 4
 };
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };

@@ -80,8 +80,10 @@ int th_kdata_locate(const unsigned char *page, size_t size, const struct timespe
 
 /* Start of the [vvar] mapping if it is readable, else 0. Streams the maps
  * file through a small buffer (no allocation: attach may run anywhere). */
-static uintptr_t find_vvar(void)
+/* Start of the readable mapping named `tag` (" [vvar]"), or 0. */
+static uintptr_t find_map(const char *tag)
 {
+	size_t tl = strlen(tag);
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
@@ -100,7 +102,7 @@ static uintptr_t find_vvar(void)
 		while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
 			*nl = 0;
 			size_t n = (size_t)(nl - line);
-			if (n > 7 && memcmp(nl - 7, " [vvar]", 7) == 0) {
+			if (n > tl && memcmp(nl - tl, tag, tl) == 0) {
 				uintptr_t a = 0;
 				const char *p = line;
 				for (; *p && *p != '-'; p++) {
@@ -165,7 +167,7 @@ void th_kdata_init(void)
 {
 	if (kdata_on() || TH_VDSO(clock_gettime) == NULL)
 		return;
-	uintptr_t base = find_vvar();
+	uintptr_t base = find_map(" [vvar]");
 	if (!base)
 		return;
 	const unsigned char *page = (const unsigned char *)base;
@@ -214,6 +216,15 @@ void th_kdata_init(void)
  * writers only. hdr: bytes before the bases (32, or 40 with max_cycles). */
 static const unsigned char *kv_hres, *kv_raw;
 static size_t kv_hdr;
+/* vCPU 0's pvclock_vcpu_time_info where the vDSO reads it, once checked */
+static const unsigned char *kv_pvti;
+#if defined(__x86_64__)
+static int kv_pv_tried;
+#endif
+
+/* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
+enum { KMODE_TSC = 1, KMODE_PVCLOCK = 2 };
+#define PVCLOCK_TSC_STABLE 1u
 
 static const int kc_id[TH_KC_N] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW,
 				   CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE};
@@ -232,7 +243,32 @@ static uint64_t kld64(const unsigned char *p)
  * -1 when the kernel's clock is not one a record can be (a hard no); -2 when
  * every try found the kernel between or inside updates (the kernel bumps the
  * two structures' counts one after the other). */
-static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t h, struct th_kconv *k)
+/* One copy of the pvclock fields under their version: 0, or -1 when the
+ * hypervisor was updating them (pairs as the vDSO's own reader does). */
+static int pv_copy(const unsigned char *pv, struct th_kconv *k)
+{
+	/* Acquire: the fields after the version; pairs with the hypervisor's
+	 * write of the odd version before it rewrites them. */
+	uint32_t v = __atomic_load_n((const uint32_t *)(const void *)pv, __ATOMIC_ACQUIRE);
+	k->pv_tsc = kld64(pv + 8);
+	k->pv_time = kld64(pv + 16);
+	k->pv_mul = kld32(pv + 24);
+	uint32_t w = kld32(pv + 28);
+	k->pv_shift = (int8_t)(w & 0xff);
+	uint32_t flags = (w >> 8) & 0xff;
+	/* The loads complete before the version is read again. */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if ((v & 1) || __atomic_load_n((const uint32_t *)(const void *)pv, __ATOMIC_RELAXED) != v)
+		return -1;
+	k->pv_version = v;
+	/* Without a stable TSC the vDSO itself asks the kernel (no line). */
+	if (!(flags & PVCLOCK_TSC_STABLE) || k->pv_mul == 0 || k->pv_shift <= -32 || k->pv_shift >= 32)
+		return -2;
+	return 0;
+}
+
+static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t h, const unsigned char *pv,
+		     struct th_kconv *k)
 {
 	for (int t = 0; t < 8; t++) {
 		/* Acquire: the fields after the count; pairs with the kernel's
@@ -249,6 +285,17 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 		k->raw_mult = kld32(raw + h - 8);
 		k->raw_shift = kld32(raw + h - 4);
 		uint32_t rs = kld32(raw);
+		k->pv = 0;
+		if (mode == KMODE_PVCLOCK && !pv)
+			return -3;
+		if (mode == KMODE_PVCLOCK) {
+			int r = pv_copy(pv, k);
+			if (r == -1)
+				continue;
+			if (r == -2)
+				return -1;
+			k->pv = 1;
+		}
 		for (int i = 0; i < TH_KC_N; i++) {
 			const unsigned char *b = (i == TH_KC_RAW ? raw : hres) + h + 16 * (size_t)kc_id[i];
 			k->sec[i] = kld64(b);
@@ -259,9 +306,9 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n((const uint32_t *)(const void *)hres, __ATOMIC_RELAXED) != s)
 			continue;
-		/* The TSC's clock mode (1 on x86), a full 64-bit counter, and
-		 * shifts the records' Q32 rates carry exactly. */
-		if (mode != 1 || rmode != 1 || mask != ~(uint64_t)0 || rmask != mask || k->mult == 0 ||
+		/* The TSC's clock mode, or pvclock's where its page is known; a
+		 * full 64-bit counter; shifts the records' Q32 rates carry. */
+		if ((mode != KMODE_TSC && !k->pv) || rmode != mode || mask != ~(uint64_t)0 || rmask != mask || k->mult == 0 ||
 		    k->raw_mult == 0 || k->shift > 32 || k->raw_shift > 32)
 			return -1;
 		/* both structures of one update */
@@ -273,14 +320,67 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 	return -2;
 }
 
+uint64_t th_kconv_cycles(const struct th_kconv *k, uint64_t c)
+{
+	if (!k->pv)
+		return c;
+	uint64_t d = c - k->pv_tsc;
+	d = k->pv_shift < 0 ? d >> -k->pv_shift : d << k->pv_shift;
+	return k->pv_time + (uint64_t)(((unsigned __int128)d * k->pv_mul) >> 32);
+}
+
 uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c)
 {
 	int raw = kc == TH_KC_RAW;
-	unsigned __int128 x = (unsigned __int128)(c - k->cycle_last) * (raw ? k->raw_mult : k->mult) + k->nsec[kc];
+	unsigned __int128 x =
+		(unsigned __int128)(th_kconv_cycles(k, c) - k->cycle_last) * (raw ? k->raw_mult : k->mult) + k->nsec[kc];
 	return k->sec[kc] * NS_PER_S + (uint64_t)(x >> (raw ? k->raw_shift : k->shift));
 }
 
-int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v)
+/*
+ * A line below the kernel's pvclock reading of one clock (mult m, shift sh,
+ * base sec and nsec << sh), anchored at counter c: its value there as (ns,
+ * fraction) and its Q32 rate. The paravirtual nanoseconds are taken 2 ns
+ * below their exact value at c (the kernel's two floors lose less than 1.5),
+ * and every rounding goes down: below the kernel at every counter from c on.
+ */
+static int kpv_line(const struct th_kconv *k, uint32_t m, uint32_t sh, uint64_t sec, uint64_t nsec, uint64_t c,
+		    uint64_t *ns, uint32_t *frac, int64_t *rate)
+{
+	uint64_t d = c - k->pv_tsc;
+	if ((int64_t)d < 0)
+		return -2;
+	unsigned __int128 p = (unsigned __int128)d * k->pv_mul; /* Q32, before the shift */
+	p = k->pv_shift < 0 ? p >> -k->pv_shift : p << k->pv_shift;
+	p += (unsigned __int128)k->pv_time << 32;
+	unsigned __int128 lq = (unsigned __int128)(k->cycle_last + 2) << 32;
+	if (p < lq)
+		return -2; /* c not (yet) past the kernel's update */
+	p -= lq;
+	if (p >> 90)
+		return -1; /* years past it: not a conversion to use */
+	unsigned __int128 y = (p * m + ((unsigned __int128)nsec << 32)) >> sh;
+	*ns = sec * NS_PER_S + (uint64_t)(y >> 32);
+	*frac = (uint32_t)y;
+	unsigned __int128 r = (unsigned __int128)k->pv_mul * m;
+	int e = (int)sh - k->pv_shift;
+	r = e >= 0 ? r >> e : r << -e;
+	if (r == 0 || r >= ((unsigned __int128)1 << 40))
+		return -1;
+	*rate = (int64_t)r;
+	return 0;
+}
+
+/* Counts from c until the line (ns, frac, rate) reaches the whole ns k. */
+static int64_t kpv_reach(uint64_t ns, uint32_t frac, int64_t rate, uint64_t k)
+{
+	if (k <= ns)
+		return 0;
+	unsigned __int128 need = ((unsigned __int128)(k - ns) << 32) - frac;
+	return (int64_t)((need + (uint64_t)rate - 1) / (uint64_t)rate);
+}
+
+int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_rec_val *v)
 {
 	if (k->shift > 32 || k->raw_shift > 32)
 		return -1;
@@ -301,22 +401,53 @@ int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v)
 	uint64_t cr = k->sec[TH_KC_REAL_COARSE] * NS_PER_S + k->nsec[TH_KC_REAL_COARSE];
 	if ((int64_t)(cr - cm) != off[0] || rm <= 0 || rr <= 0 || rm >= ((int64_t)1 << 40) || rr >= ((int64_t)1 << 40))
 		return -1;
-	memset(v, 0, sizeof *v);
-	v->kind = TH_REC_LINE;
-	v->anchor = k->cycle_last;
-	v->ns[TH_MONO] = mono;
-	v->frac[TH_MONO] = (uint32_t)(fm << (32 - k->shift));
-	v->ns[TH_RAW] = k->sec[TH_KC_RAW] * NS_PER_S + (k->nsec[TH_KC_RAW] >> k->raw_shift);
-	v->frac[TH_RAW] = (uint32_t)((k->nsec[TH_KC_RAW] & mr) << (32 - k->raw_shift));
-	v->lo[TH_MONO] = v->hi[TH_MONO] = rm;
-	v->lo[TH_RAW] = v->hi[TH_RAW] = rr;
+	if (k->pv) {
+		uint64_t mn, rn;
+		uint32_t mf, rf;
+		int64_t mq, rq;
+		int e = kpv_line(k, k->mult, k->shift, k->sec[TH_KC_MONO], k->nsec[TH_KC_MONO], c, &mn, &mf, &mq);
+		if (e == 0)
+			e = kpv_line(k, k->raw_mult, k->raw_shift, k->sec[TH_KC_RAW], k->nsec[TH_KC_RAW], c, &rn, &rf,
+				     &rq);
+		if (e != 0)
+			return e;
+		memset(v, 0, sizeof *v);
+		v->kind = TH_REC_LINE;
+		v->flags = TH_RECF_KPV;
+		v->anchor = c;
+		v->ns[TH_MONO] = mn;
+		v->frac[TH_MONO] = mf;
+		v->ns[TH_RAW] = rn;
+		v->frac[TH_RAW] = rf;
+		v->lo[TH_MONO] = v->hi[TH_MONO] = mq;
+		v->lo[TH_RAW] = v->hi[TH_RAW] = rq;
+		/* Counters from c up to where both lines have reached the
+		 * kernel's readings at c read the lines' values there. */
+		int64_t a = kpv_reach(mn, mf, mq, th_kconv_ns(k, TH_KC_MONO, c));
+		int64_t b = kpv_reach(rn, rf, rq, th_kconv_ns(k, TH_KC_RAW, c));
+		v->dmin = 0;
+		v->dlo = a > b ? a : b;
+		v->dhi = v->ddue = (int64_t)(((__int128)TH_MAX_WINDOW_NS << 32) / (mq > rq ? mq : rq));
+		if (v->dlo >= v->ddue)
+			return -1;
+	} else {
+		memset(v, 0, sizeof *v);
+		v->kind = TH_REC_LINE;
+		v->anchor = k->cycle_last;
+		v->ns[TH_MONO] = mono;
+		v->frac[TH_MONO] = (uint32_t)(fm << (32 - k->shift));
+		v->ns[TH_RAW] = k->sec[TH_KC_RAW] * NS_PER_S + (k->nsec[TH_KC_RAW] >> k->raw_shift);
+		v->frac[TH_RAW] = (uint32_t)((k->nsec[TH_KC_RAW] & mr) << (32 - k->raw_shift));
+		v->lo[TH_MONO] = v->hi[TH_MONO] = rm;
+		v->lo[TH_RAW] = v->hi[TH_RAW] = rr;
+		/* Counters below the kernel's cycle_last are the kernel's to
+		 * serve; the window keeps d * rate inside TH_MAX_WINDOW_NS. */
+		v->dlo = v->dmin = 0;
+		v->dhi = v->ddue = (int64_t)(((__int128)TH_MAX_WINDOW_NS << 32) / (rm > rr ? rm : rr));
+	}
 	v->off_real = off[0];
 	v->off_boot = off[1];
 	v->off_tai = off[2];
-	/* Counters below the kernel's cycle_last are the kernel's to serve;
-	 * the window keeps d * rate inside TH_MAX_WINDOW_NS. */
-	v->dlo = v->dmin = 0;
-	v->dhi = v->ddue = (int64_t)(((__int128)TH_MAX_WINDOW_NS << 32) / (rm > rr ? rm : rr));
 	v->coarse = v->tick = cm;
 	v->kseq = (uint64_t)k->seq | ((uint64_t)1 << 32);
 	return 0;
@@ -324,7 +455,7 @@ int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v)
 
 #if defined(__x86_64__)
 /* Every fine clock computed from a copy lies between two vDSO readings. */
-static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size_t h)
+static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size_t h, const unsigned char *pv)
 {
 	static const int fine[] = {TH_KC_REAL, TH_KC_MONO, TH_KC_BOOT, TH_KC_TAI, TH_KC_RAW};
 	for (size_t i = 0; i < sizeof fine / sizeof *fine; i++) {
@@ -332,10 +463,10 @@ static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size
 		for (int t = 0; t < 8 && good < 3; t++) {
 			struct th_kconv k;
 			struct timespec a, b;
-			if (th_kclock_gettime(kc_id[fine[i]], &a) != 0 || conv_copy(hres, raw, h, &k) != 0)
+			if (th_kclock_gettime(kc_id[fine[i]], &a) != 0 || conv_copy(hres, raw, h, pv, &k) != 0)
 				return 0;
 			uint64_t c = th_counter_ordered();
-			if (c < k.cycle_last || th_kclock_gettime(kc_id[fine[i]], &b) != 0)
+			if (th_kconv_cycles(&k, c) < k.cycle_last || th_kclock_gettime(kc_id[fine[i]], &b) != 0)
 				return 0;
 			uint64_t v = th_kconv_ns(&k, fine[i], c);
 			if (v < ts_ns(&a) || v > ts_ns(&b))
@@ -348,6 +479,35 @@ static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size
 	return 1;
 }
 
+
+/*
+ * vCPU 0's pvclock_vcpu_time_info, where the vDSO reads it: the first page of
+ * [vvar_vclock] (Linux 6.13 on), else the page after the first of [vvar].
+ * Called only while the kernel's clock mode is pvclock (the kernel maps the
+ * page once that mode has been used; before, a read of it is SIGBUS). A
+ * candidate must look like one (even version, a stable TSC, a multiplier);
+ * conv_agrees then checks the readings it gives.
+ */
+static const unsigned char *pv_find(void)
+{
+	uintptr_t a = find_map(" [vvar_vclock]");
+	if (!a) {
+		a = find_map(" [vvar]");
+		if (!a)
+			return NULL;
+		a += 4096;
+	}
+	const unsigned char *pv = (const unsigned char *)a;
+	struct th_kconv k;
+	for (int t = 0; t < 4; t++) {
+		int r = pv_copy(pv, &k);
+		if (r == 0)
+			return pv;
+		if (r == -2)
+			return NULL;
+	}
+	return NULL;
+}
 #endif
 
 /* The structure of the MONOTONIC_RAW clock follows the one at hres: its size
@@ -363,7 +523,12 @@ static void conv_find(const unsigned char *page, size_t so, size_t mo)
 		if ((size_t)(raw - page) + h + 16 * 12 > 4096)
 			continue;
 		struct th_kconv k;
-		if (conv_copy(hres, raw, h, &k) == 0 && conv_agrees(hres, raw, h)) {
+		const unsigned char *pv = NULL;
+		int r = conv_copy(hres, raw, h, NULL, &k);
+		if (r == -3 && (pv = pv_find()) != NULL)
+			r = conv_copy(hres, raw, h, pv, &k);
+		if (r == 0 && conv_agrees(hres, raw, h, pv)) {
+			kv_pvti = pv;
 			kv_raw = raw;
 			kv_hdr = h;
 			/* Release: the two fields above are visible to a thread
@@ -395,7 +560,21 @@ int th_kdata_conv(struct th_kconv *k)
 	const unsigned char *hres = __atomic_load_n(&kv_hres, __ATOMIC_ACQUIRE);
 	if (!hres || !kdata_on())
 		return -1;
-	return conv_copy(hres, kv_raw, kv_hdr, k);
+	const unsigned char *pv = __atomic_load_n(&kv_pvti, __ATOMIC_ACQUIRE);
+	int r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
+#if defined(__x86_64__)
+	if (r == -3 && !pv && !__atomic_exchange_n(&kv_pv_tried, 1, __ATOMIC_RELAXED)) {
+		/* Switched to kvm-clock since the layout was found: look for
+		 * its page once, check it as conv_find does, publish it. */
+		pv = pv_find();
+		if (pv && conv_agrees(hres, kv_raw, kv_hdr, pv)) {
+			/* Release: pairs with the acquire load above. */
+			__atomic_store_n(&kv_pvti, pv, __ATOMIC_RELEASE);
+			r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
+		}
+	}
+#endif
+	return r == -3 ? -1 : r;
 }
 
 int th_kdata_check(void)

@@ -69,12 +69,28 @@ int th_kdata_locate(const unsigned char *page, size_t size, const struct timespe
  * count. Bases are indexed by TH_KC_*; the coarse ones are whole ns.
  */
 enum { TH_KC_REAL, TH_KC_MONO, TH_KC_BOOT, TH_KC_TAI, TH_KC_RAW, TH_KC_REAL_COARSE, TH_KC_MONO_COARSE, TH_KC_N };
+/*
+ * Where the clocksource is kvm-clock with a stable TSC (the vDSO's pvclock
+ * mode), the kernel's "cycles" are the paravirtual clock's nanoseconds, which
+ * the vDSO computes from the TSC with the hypervisor's parameters (KVM's
+ * pvclock ABI: struct pvclock_vcpu_time_info of vCPU 0):
+ *     cycles = system_time + (((c - tsc_timestamp) << tsc_shift) * mul >> 32)
+ * (a negative shift shifts right), then applies the formula above to them.
+ * `pv` says which; the pvclock fields are copied under its version.
+ */
 struct th_kconv {
 	uint32_t seq;
 	uint64_t cycle_last;
 	uint32_t mult, shift, raw_mult, raw_shift;
 	uint64_t sec[TH_KC_N], nsec[TH_KC_N];
+	int pv;
+	uint32_t pv_version, pv_mul;
+	int32_t pv_shift;
+	uint64_t pv_tsc, pv_time;
 };
+
+/* The kernel's cycles at counter c (c itself but for pvclock). */
+uint64_t th_kconv_cycles(const struct th_kconv *k, uint64_t c);
 
 /* Find the kernel's conversion next to the direct coarse read and check it
  * against the vDSO for every fine clock; reads the counter, so only where the
@@ -91,16 +107,29 @@ int th_kdata_conv_known(void);
 int th_kdata_conv(struct th_kconv *k);
 
 /* The kernel's reading of clock TH_KC_* (fine ones) at counter c from k, in
- * ns; c must not be below k->cycle_last. */
+ * ns; th_kconv_cycles(k, c) must not be below k->cycle_last. */
 uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c);
 
 struct th_rec_val;
-/* The record that is k: anchor cycle_last, Q32 rates mult << (32 - shift),
- * the bases as (ns, fraction) and whole-ns offsets, a window from the anchor
- * inside TH_MAX_WINDOW_NS, the coarse values, kseq; epoch 0. Its readings
- * equal th_kconv_ns at every counter of the window. 0, or -1 where the
- * kernel's values do not fit one (offsets not whole ns, a rate too large). */
-int th_kconv_record(const struct th_kconv *k, struct th_rec_val *v);
+/*
+ * The record that is k, for counters from c on (the TSC clocksource: from
+ * cycle_last; c is not used): Q32 rates mult << (32 - shift), the bases as
+ * (ns, fraction) and whole-ns offsets, a window inside TH_MAX_WINDOW_NS, the
+ * coarse values, kseq; epoch 0. Its readings equal th_kconv_ns at every
+ * counter of the window.
+ *
+ * pvclock: the kernel's two roundings (of the paravirtual nanoseconds, then of
+ * the clock's) make its reading no line; the record is a line below it by at
+ * most TH_KPV_BELOW_NS at every counter of the window, anchored at c, whose
+ * readings from c to the start of its window (dlo) are its value there, no
+ * smaller than the kernel's reading at c (so nothing the kernel returned
+ * before c is undercut), and it carries TH_RECF_KPV.
+ *
+ * 0, or -1 where the kernel's values do not fit one (offsets not whole ns, a
+ * rate too large), -2 where c is not past the kernel's update.
+ */
+int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_rec_val *v);
+#define TH_KPV_BELOW_NS 6
 
 /* Byte offset of the REALTIME base's seconds, from the MONOTONIC_COARSE
  * base's (the bases are an array indexed by clock id). */

@@ -356,7 +356,7 @@ static void record(void)
 		struct th_kconv k;
 		struct th_rec_val v;
 		random_conv(&k);
-		int ok = th_kconv_record(&k, &v) == 0;
+		int ok = th_kconv_record(&k, 0, &v) == 0;
 		CHECK(ok, "conversion %d refused (shift %u, mult %u)", i, k.shift, k.mult);
 		if (!ok)
 			continue;
@@ -395,13 +395,13 @@ static void record(void)
 	struct th_rec_val v;
 	random_conv(&k);
 	k.nsec[TH_KC_REAL] ^= 1; /* REALTIME not a whole ns from MONOTONIC */
-	CHECK(th_kconv_record(&k, &v) != 0, "a fractional offset accepted");
+	CHECK(th_kconv_record(&k, 0, &v) != 0, "a fractional offset accepted");
 	random_conv(&k);
 	k.shift = 33;
-	CHECK(th_kconv_record(&k, &v) != 0, "shift 33 accepted");
+	CHECK(th_kconv_record(&k, 0, &v) != 0, "shift 33 accepted");
 	random_conv(&k);
 	k.sec[TH_KC_REAL_COARSE] += 1;
-	CHECK(th_kconv_record(&k, &v) != 0, "coarse REALTIME off by a second accepted");
+	CHECK(th_kconv_record(&k, 0, &v) != 0, "coarse REALTIME off by a second accepted");
 	printf("record: %ld readings equal the kernel's formula\n", checked);
 }
 

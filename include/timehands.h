@@ -92,6 +92,8 @@ struct th_status {
 	char kernel_tick[32];
 	/* where fine readings come from: "kernel" (the kernel's own
 	 * conversion of the counter, read from its data page: exact),
+	 * "kernel-pvclock" (the same where the kernel's clock is kvm-clock's
+	 * pvclock: a line at most a few ns below its two-stage reading),
 	 * "timehands" (timehands' line, steered to the kernel's clock),
 	 * "timehandsd" (the daemon's page), "none" (the kernel's clocks) */
 	char line[32];

@@ -239,7 +239,12 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.freq_nominal_hz = p->trust.nominal_hz;
 	copy_str(st.clocksource, sizeof st.clocksource, p->trust.clocksource);
 	st.tick_ns = p->tick_ns;
-	copy_str(st.line, sizeof st.line, !line ? "none" : shared ? "timehandsd" : s.kseq ? "kernel" : "timehands");
+	copy_str(st.line, sizeof st.line,
+		 !line			     ? "none"
+		 : shared		     ? "timehandsd"
+		 : (s.flags & TH_RECF_KPV) ? "kernel-pvclock"
+		 : s.kseq		     ? "kernel"
+					     : "timehands");
 
 	/* Writer state: take the windup lock briefly (never from a read). */
 	uint32_t z = 0;

@@ -1324,13 +1324,14 @@ static int exact_offsets(const struct th_snap *s, int line, int sel)
  * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
  * must read again (a new record appeared).
  */
-/* A pvclock line the kernel moved on from, while another thread holds the
+/* A kernel's line the kernel moved on from, while another thread holds the
  * writer's lock: a moment (bounded: G6) for its windup to commit the next
- * one, whose compare-and-swap a kernel reading served now would make fail
- * (kv_windup). 1 once the word names another record. */
-static int kpv_wait(struct th_proc *p, uint64_t cur)
+ * one, rather than a kernel reading (which, for a pvclock line, would also
+ * make that commit's compare-and-swap fail: kv_windup). 1 once the word names
+ * another record. */
+static int kv_wait(struct th_proc *p, uint64_t cur)
 {
-	for (int i = 0; i < 64; i++) {
+	for (int i = 0; i < 256; i++) {
 		th_hw_pause();
 		if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(cur))
 			return 1;
@@ -1545,7 +1546,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			/* expired, or the counter went backwards */
 			if (th__windup_try())
 				continue;
-			if ((s.flags & TH_RECF_KPV) && kpv_wait(p, s.cur))
+			if (s.kseq && th__kseq_moved(s.kseq) && kv_wait(p, s.cur))
 				continue;
 		}
 		if (kernel_value(p, &s, line, sel, &v)) {

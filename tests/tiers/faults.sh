@@ -94,6 +94,26 @@ start_daemon
 run "preload, with timehandsd" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
 stop_daemon
 
+# The other clocksource the kernel's line is built for, where the machine has
+# it: the library's scenarios once more with it as the base (kvm-clock's
+# pvclock line on a tsc machine, the TSC's line on a kvm-clock one).
+cs=/sys/devices/system/clocksource/clocksource0
+orig_cs=$(cat "$cs/current_clocksource" 2>/dev/null || true)
+for other in tsc kvm-clock; do
+	[ "$other" != "$orig_cs" ] || continue
+	grep -qw -- "$other" "$cs/available_clocksource" 2>/dev/null || continue
+	restore_cs() { echo "$orig_cs" >"$cs/current_clocksource" 2>/dev/null || true; }
+	trap 'restore_cs; cleanup' EXIT
+	if echo "$other" >"$cs/current_clocksource" 2>/dev/null; then
+		sleep 0.5
+		run "library, no daemon, on $other" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
+	else
+		tier_log "the kernel refused clocksource $other: not run on it"
+	fi
+	restore_cs
+	trap cleanup EXIT
+done
+
 if [ ${#failed[@]} -gt 0 ]; then
 	die "failed: ${failed[*]}"
 fi

@@ -80,10 +80,11 @@ int th_kdata_locate(const unsigned char *page, size_t size, const struct timespe
 
 /* Start of the [vvar] mapping if it is readable, else 0. Streams the maps
  * file through a small buffer (no allocation: attach may run anywhere). */
-/* Start of the readable mapping named `tag` (" [vvar]"), or 0. */
-static uintptr_t find_map(const char *tag)
+/* Starts of the readable mappings [vvar] (returned) and [vvar_vclock]
+ * (*vclock), 0 where none: one pass over the process's maps. */
+static uintptr_t find_vvar(uintptr_t *vclock)
 {
-	size_t tl = strlen(tag);
+	*vclock = 0;
 	int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
@@ -102,7 +103,9 @@ static uintptr_t find_map(const char *tag)
 		while ((nl = memchr(line, '\n', have - (size_t)(line - buf))) != NULL) {
 			*nl = 0;
 			size_t n = (size_t)(nl - line);
-			if (n > tl && memcmp(nl - tl, tag, tl) == 0) {
+			int vv = n > 7 && memcmp(nl - 7, " [vvar]", 7) == 0;
+			int vc = n > 14 && memcmp(nl - 14, " [vvar_vclock]", 14) == 0;
+			if (vv || vc) {
 				uintptr_t a = 0;
 				const char *p = line;
 				for (; *p && *p != '-'; p++) {
@@ -115,8 +118,12 @@ static uintptr_t find_map(const char *tag)
 				}
 				/* perms follow the range: "start-end rw.p" */
 				const char *perm = strchr(line, ' ');
-				if (*p == '-' && perm && perm[1] == 'r')
-					found = a;
+				if (*p == '-' && perm && perm[1] == 'r') {
+					if (vv)
+						found = a;
+					else
+						*vclock = a;
+				}
 			}
 			line = nl + 1;
 		}
@@ -162,14 +169,18 @@ void th_kdata_off(void)
 /* Where th_kdata_init found the clock data, for th_kdata_conv_init. */
 static const unsigned char *kv_page;
 static size_t kv_so, kv_mo;
+/* the mappings' starts, for the pvclock page (pv_find): found with [vvar] so
+ * that a later windup reads no file */
+static uintptr_t kv_vvar, kv_vclock;
 
 void th_kdata_init(void)
 {
 	if (kdata_on() || TH_VDSO(clock_gettime) == NULL)
 		return;
-	uintptr_t base = find_map(" [vvar]");
+	uintptr_t base = find_vvar(&kv_vclock);
 	if (!base)
 		return;
+	kv_vvar = base;
 	const unsigned char *page = (const unsigned char *)base;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct timespec m1, r1, m2;
@@ -490,12 +501,21 @@ static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size
  */
 static const unsigned char *pv_find(void)
 {
-	uintptr_t a = find_map(" [vvar_vclock]");
+	uintptr_t a = kv_vclock;
 	if (!a) {
-		a = find_map(" [vvar]");
-		if (!a)
+		/* Before Linux 6.13 the page sits in [vvar]; where a kernel
+		 * lays that mapping out otherwise, the page may be one that
+		 * faults. The kernel reads it first (a write to a pipe: a
+		 * fault there is EFAULT, not a signal). */
+		int fd[2];
+		if (!kv_vvar || pipe2(fd, O_CLOEXEC) != 0)
 			return NULL;
-		a += 4096;
+		a = kv_vvar + 4096;
+		ssize_t w = write(fd[1], (const void *)a, 32);
+		close(fd[0]);
+		close(fd[1]);
+		if (w != 32)
+			return NULL;
 	}
 	const unsigned char *pv = (const unsigned char *)a;
 	struct th_kconv k;

@@ -225,13 +225,15 @@ void th_kdata_init(void)
 
 /* Set by th_kdata_init before the attach that publishes it; read by
  * writers only. hdr: bytes before the bases (32, or 40 with max_cycles). */
-static const unsigned char *kv_hres, *kv_raw;
+static const unsigned char *kv_hres;
+/* The copy of the conversion is x86-64's (the TSC's and pvclock's clock
+ * modes); elsewhere kv_hres stays NULL. */
+#if defined(__x86_64__)
+static const unsigned char *kv_raw;
 static size_t kv_hdr;
 /* vCPU 0's pvclock_vcpu_time_info where the vDSO reads it, once checked */
 static const unsigned char *kv_pvti;
-#if defined(__x86_64__)
 static int kv_pv_tried;
-#endif
 
 /* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
 enum { KMODE_TSC = 1, KMODE_PVCLOCK = 2 };
@@ -330,6 +332,7 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 	}
 	return -2;
 }
+#endif
 
 uint64_t th_kconv_cycles(const struct th_kconv *k, uint64_t c)
 {
@@ -575,6 +578,10 @@ int th_kdata_conv_known(void)
 
 int th_kdata_conv(struct th_kconv *k)
 {
+#if !defined(__x86_64__)
+	(void)k;
+	return -1;
+#else
 	/* Acquire: pairs with conv_find's release store; another thread's
 	 * first attach may be finding the layout while this one reads. */
 	const unsigned char *hres = __atomic_load_n(&kv_hres, __ATOMIC_ACQUIRE);
@@ -582,7 +589,6 @@ int th_kdata_conv(struct th_kconv *k)
 		return -1;
 	const unsigned char *pv = __atomic_load_n(&kv_pvti, __ATOMIC_ACQUIRE);
 	int r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
-#if defined(__x86_64__)
 	if (r == -3 && !pv && !__atomic_exchange_n(&kv_pv_tried, 1, __ATOMIC_RELAXED)) {
 		/* Switched to kvm-clock since the layout was found: look for
 		 * its page once, check it as conv_find does, publish it. */
@@ -593,8 +599,8 @@ int th_kdata_conv(struct th_kconv *k)
 			r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
 		}
 	}
-#endif
 	return r == -3 ? -1 : r;
+#endif
 }
 
 int th_kdata_check(void)

@@ -1316,14 +1316,6 @@ static int exact_offsets(const struct th_snap *s, int line, int sel)
 	return (s->flags & TH_RECF_KERNEL_OFFSETS) && line == TH_MONO && sel != TH_SEL_NONE;
 }
 
-/*
- * Kernel-served value of clock (line, sel) for a KERNEL/TRANSIT record or an
- * expired LINE: phi of the kernel's reading (record.h) plus the record's
- * offset, or the kernel's own clock where the record's offsets may not be
- * served (its MONOTONIC equivalent, minus the offset, then stands in for the
- * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
- * must read again (a new record appeared).
- */
 /* A kernel's line the kernel moved on from, while another thread holds the
  * writer's lock: a moment (bounded: G6) for its windup to commit the next
  * one, rather than a kernel reading (which, for a pvclock line, would also
@@ -1339,6 +1331,14 @@ static int kv_wait(struct th_proc *p, uint64_t cur)
 	return 0;
 }
 
+/*
+ * Kernel-served value of clock (line, sel) for a KERNEL/TRANSIT record or an
+ * expired LINE: phi of the kernel's reading (record.h) plus the record's
+ * offset, or the kernel's own clock where the record's offsets may not be
+ * served (its MONOTONIC equivalent, minus the offset, then stands in for the
+ * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
+ * must read again (a new record appeared).
+ */
 static int kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
 {
 	/* The kernel's line that the kernel has moved on from: its readings

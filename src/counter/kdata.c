@@ -252,10 +252,11 @@ static uint64_t kld64(const unsigned char *p)
 	return __atomic_load_n((const uint64_t *)(const void *)p, __ATOMIC_RELAXED);
 }
 
-/* One copy under the kernel's count of the structures at hres and raw: 0;
- * -1 when the kernel's clock is not one a record can be (a hard no); -2 when
- * every try found the kernel between or inside updates (the kernel bumps the
- * two structures' counts one after the other). */
+/* One copy under the kernel's count of the structures at hres and raw (and
+ * of the pvclock fields at pv): 0; -1 when the kernel's clock is not one a
+ * record can be (a hard no); -2 when every try found the kernel between or
+ * inside updates (the kernel bumps the two structures' counts one after the
+ * other); -3 when its clock mode is pvclock and pv is not known. */
 /* One copy of the pvclock fields under their version: 0, or -1 when the
  * hypervisor was updating them (pairs as the vDSO's own reader does). */
 static int pv_copy(const unsigned char *pv, struct th_kconv *k)
@@ -273,7 +274,6 @@ static int pv_copy(const unsigned char *pv, struct th_kconv *k)
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if ((v & 1) || __atomic_load_n((const uint32_t *)(const void *)pv, __ATOMIC_RELAXED) != v)
 		return -1;
-	k->pv_version = v;
 	/* Without a stable TSC the vDSO itself asks the kernel (no line). */
 	if (!(flags & PVCLOCK_TSC_STABLE) || k->pv_mul == 0 || k->pv_shift <= -32 || k->pv_shift >= 32)
 		return -2;

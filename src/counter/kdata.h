@@ -84,7 +84,7 @@ struct th_kconv {
 	uint32_t mult, shift, raw_mult, raw_shift;
 	uint64_t sec[TH_KC_N], nsec[TH_KC_N];
 	int pv;
-	uint32_t pv_version, pv_mul;
+	uint32_t pv_mul;
 	int32_t pv_shift;
 	uint64_t pv_tsc, pv_time;
 };

@@ -423,7 +423,6 @@ static void random_pvconv(struct th_kconv *k, uint64_t *u)
 	k->pv_mul = (uint32_t)(0x80000000u + rnd() % 0x80000000u);
 	k->pv_tsc = rnd() >> 2;
 	k->pv_time = rnd() >> 4;
-	k->pv_version = 2;
 	double ppm = (double)(rnd() % 2001) - 1000.0;
 	k->mult = (uint32_t)((double)((uint64_t)1 << k->shift) * (1 + ppm * 1e-6));
 	k->raw_mult = (uint32_t)((double)((uint64_t)1 << k->raw_shift) * (1 + ppm * 0.5e-6));

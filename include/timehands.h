@@ -119,7 +119,7 @@ struct th__fast {
 	time_t (*time_fn)(time_t *);     /* the kernel's time(); NULL until attached */
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
 	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
-	const uint32_t *kseq;            /* minor >= 1: its data page's sequence count */
+	const uint32_t *kseq;            /* minor >= 1: the kernel's data page count (also without ksec) */
 	uint32_t tl_abi;                 /* minor >= 2: TH__TL_ABI if `tl` may be read inline, else 0 */
 	uint32_t tl_pad;
 	const void *tl;                  /* minor >= 2: this process's own timeline */
@@ -229,7 +229,15 @@ static inline const unsigned char *th__tl_get(void)
 	if (__builtin_expect(tl == 0, 0)) {
 		static const uint64_t none = 0xff;
 		const struct th__fast *f = th__fast();
-		int ok = f->abi == TH__FAST_ABI && f->minor >= 2 && f->tl_abi == TH__TL_ABI && f->tl && f->g3;
+		if (f->abi != TH__FAST_ABI)
+			return (const unsigned char *)&none;
+		/* Nothing is cached before the library has attached (acquire:
+		 * pairs with its release store of time_fn, after kseq): a
+		 * kernel count cached as missing would send every read of a
+		 * record tied to the kernel to the library for good. */
+		if (__atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE) == 0)
+			return (const unsigned char *)&none;
+		int ok = f->minor >= 2 && f->tl_abi == TH__TL_ABI && f->tl && f->g3;
 		if (ok) {
 			if (f->minor >= 3 && f->ctr_early)
 				__atomic_store_n(&th__fine_cache.ctr_early, f->ctr_early, __ATOMIC_RELAXED);

@@ -1122,11 +1122,12 @@ static void publish_fast_state(void)
 	/* Relaxed: published by the release store of time_fn below (ksec only
 	 * ever goes to NULL afterwards). kseq is stored before ksec: a reader
 	 * that sees ksec non-NULL finds kseq valid. */
-	if (__atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) != NULL) {
-		__atomic_store_n(&fast_state.kseq, __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	const uint32_t *kseq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+	if (kseq)
+		__atomic_store_n(&fast_state.kseq, kseq, __ATOMIC_RELAXED);
+	if (kseq && __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) != NULL)
 		__atomic_store_n(&fast_state.ksec, __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED),
 				 __ATOMIC_RELAXED);
-	}
 #endif
 	/* Release: g3 is set before the inline path can see time_fn. */
 	__atomic_store_n(&fast_state.time_fn, th_hw_ktime_fn(), __ATOMIC_RELEASE);

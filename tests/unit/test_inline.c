@@ -330,8 +330,31 @@ static void test_machine(void)
 	CHECK(th_gettimeofday(NULL, NULL) == 0, "gettimeofday without a timeval");
 }
 
+/* The process's first timehands call is an inline read, before the library
+ * has attached: once the library has attached, the inline reads serve. */
+static void test_first_call_inline(void)
+{
+	struct timespec t;
+	CHECK(th_clock_gettime(CLOCK_MONOTONIC, &t) == 0, "first inline read");
+	long inl = 0, total = 0;
+	for (int i = 0; i < 20000; i++) {
+		th_clock_gettime(CLOCK_MONOTONIC, &t);
+		int64_t sec, n;
+		total++;
+		if (th__fine_rec(th__tl_get(), &th__fine_cache, 0, th__ctr, &sec, &n))
+			inl++;
+	}
+	struct th_status st;
+	th_status(&st, sizeof st);
+	if (st.mode == TH_MODE_LOCAL)
+		CHECK(inl > total / 2, "first call inline: then only %ld of %ld readings inline in local mode", inl,
+		      total);
+	printf("  first call inline (mode %u): then %ld of %ld readings inline\n", st.mode, inl, total);
+}
+
 int main(void)
 {
+	test_first_call_inline();
 	test_values();
 	test_refusals();
 	test_shared();

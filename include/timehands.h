@@ -125,7 +125,7 @@ struct th__fast {
 	const void *tl;                  /* minor >= 2: this process's own timeline */
 	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
 	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
-	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first */
+	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first; 2: by RDTSCP */
 	const uint64_t *sh_ctr;          /* minor >= 4: the page serves a first-read counter from here */
 };
 const struct th__fast *th__fast(void);
@@ -182,8 +182,8 @@ static inline time_t th__time_inline(time_t *t)
  * *_RELAXED ids) and th_gettimeofday() without a timezone read the current
  * record where they are called, without the call into the library, on
  * x86-64 and arm64. It is the library's own fast read (src/attach/proc.h,
- * th__read_ctr and th__read_tl_v), step for step: the same fence, the
- * counter read first, the same generation protocol, the same window, the
+ * th__read_ctr and th__read_tl_v), step for step: the same ordered
+ * counter read, first, the same generation protocol, the same window, the
  * same arithmetic, the same re-checks that the process still reads the
  * daemon's page after copying it and that the counter is not older than
  * the switch to the page. Anything else (a process that may not read
@@ -200,86 +200,103 @@ static inline time_t th__time_inline(time_t *t)
 #define TH__FINE_INLINE 1
 
 /* What the inline reads need from the library, cached per translation unit
- * (relaxed: every thread computes the same pointers; a reader that sees the
- * timeline before the others calls the library). Without the library's
- * consent, a timeline whose cur names no record of its own: every read is
- * the library call. */
+ * (every thread computes the same values; ctr_op, below, says when they are
+ * all there). */
 struct th__fine_ctx {
 	const unsigned char *tl, *page_tl;
 	const uint64_t *g3;
 	const uint32_t *sh_delta;
-	const uint32_t *ctr_early;
 	const uint64_t *sh_ctr;
 	const uint32_t *kcount;
+	uint32_t ctr_op;
 };
-/* ctr_early: where the library says whether the counter may be read first
- * (th__fast minor >= 3); until then, and with an older library, a word that
- * says no. sh_ctr: the counter from which a read of the daemon's page may
- * serve the counter it took first (minor >= 4); with an older library, none
- * (every page read is the library call). */
-static const uint32_t th__ctr_late = 0;
+/* sh_ctr: the counter from which a read of the daemon's page may serve the
+ * counter it took first (minor >= 4); with an older library, none (every
+ * page read is the library call). */
 static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
 /* kcount: the kernel's data page count, where the library found it; until
  * then an odd word, which no tied record matches. */
 static const uint32_t th__kcount_none = 1;
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__ctr_late, &th__sh_ctr_none, &th__kcount_none};
-static inline const unsigned char *th__tl_get(void)
+/* ctr_op: 0 until the cache is filled (th__fine_fill, once the library has
+ * attached); then how this process reads the counter, from the library's
+ * word that says whether the counter may be read first (th__fast minor >=
+ * 3), which it sets at its first attach and never changes: 1 LFENCE;RDTSC
+ * for an ordered read on x86-64 (the fence, then the counter, elsewhere),
+ * 2 RDTSCP (x86-64, where the CPU has it); 3 a process that may not read the
+ * counter first, or a library whose timeline the header does not know:
+ * every read is the library call. Stored last, with release (pairs with the
+ * acquire load in th__fine_inline): a reader that sees 1 or 2 sees the
+ * rest. */
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__sh_ctr_none, &th__kcount_none, 0};
+static inline void th__fine_fill(void)
 {
-	const unsigned char *tl = __atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED);
-	if (__builtin_expect(tl == 0, 0)) {
-		static const uint64_t none = 0xff;
-		const struct th__fast *f = th__fast();
-		if (f->abi != TH__FAST_ABI)
-			return (const unsigned char *)&none;
+	if (__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0)
+		return;
+	const struct th__fast *f = th__fast();
+	uint32_t op = 3;
+	if (f->abi == TH__FAST_ABI) {
 		/* Nothing is cached before the library has attached (acquire:
-		 * pairs with its release store of time_fn, after kseq): a
-		 * kernel count cached as missing would send every read of a
-		 * record tied to the kernel to the library for good. */
+		 * pairs with its release store of time_fn, after kseq and
+		 * ctr_early): a kernel count cached as missing would send
+		 * every read of a record tied to the kernel to the library for
+		 * good. */
 		if (__atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE) == 0)
-			return (const unsigned char *)&none;
-		int ok = f->minor >= 2 && f->tl_abi == TH__TL_ABI && f->tl && f->g3;
-		if (ok) {
-			if (f->minor >= 3 && f->ctr_early)
-				__atomic_store_n(&th__fine_cache.ctr_early, f->ctr_early, __ATOMIC_RELAXED);
-			if (f->minor >= 4 && f->sh_ctr)
-				__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
-			if (f->kseq)
-				__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
-			__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
-			__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
-			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
+			return;
+		if (f->minor >= 3 && f->tl_abi == TH__TL_ABI && f->tl && f->g3 && f->ctr_early) {
+			op = __atomic_load_n(f->ctr_early, __ATOMIC_RELAXED);
+			if (op != 1 && op != 2)
+				op = 3;
 		}
-		tl = ok ? (const unsigned char *)f->tl : (const unsigned char *)&none;
-		__atomic_store_n(&th__fine_cache.tl, tl, __ATOMIC_RELAXED);
 	}
-	return tl;
+	if (op != 3) {
+		if (f->minor >= 4 && f->sh_ctr)
+			__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
+		if (f->kseq)
+			__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.tl, (const unsigned char *)f->tl, __ATOMIC_RELAXED);
+	}
+	__atomic_store_n(&th__fine_cache.ctr_op, op, __ATOMIC_RELEASE);
 }
 
+/*
+ * The counter, as a fast read takes it: right after the process's word,
+ * before the loads that depend on the word (as the library's th__read_ctr
+ * does; the record found after it is served only on a line valid at that
+ * counter). An ordered read takes it after every earlier instruction of this
+ * thread, the load by which the caller synchronised with another thread's
+ * reading included: on x86-64 by the counter read itself, RDTSCP where the
+ * library found it (op 2) or LFENCE;RDTSC (x86-64 keeps loads in program
+ * order, so the word is loaded after every earlier load either way, and the
+ * counter after both); on arm64 by the fence before the word
+ * (TH__PRE_FENCE). `op`: ctr_op, 1 or 2.
+ */
 #if defined(__x86_64__)
-#define TH__CTR_FENCE() __asm__ volatile("lfence" ::: "memory")
-static inline uint64_t th__ctr(void)
+#define TH__PRE_FENCE() ((void)0)
+static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, uint32_t op)
 {
+	if (ordered && __builtin_expect(op == 2, 1)) {
+		uint32_t lo, hi;
+		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi) : : "ecx");
+		return (uint64_t)hi << 32 | lo;
+	}
+	if (ordered)
+		__asm__ volatile("lfence" ::: "memory");
 	return __builtin_ia32_rdtsc();
 }
 #else
-#define TH__CTR_FENCE() __asm__ volatile("dmb ishld\n\tisb" ::: "memory")
-static inline uint64_t th__ctr(void)
+#define TH__PRE_FENCE() __asm__ volatile("dmb ishld\n\tisb" ::: "memory")
+static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, uint32_t op)
 {
 	uint64_t v;
+	(void)ordered;
+	(void)op;
 	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
 	return v;
 }
 #endif
-
-/* Whether this process may read the counter (the library's ctr_early): the
- * inline reads take it first, right after the fence and the process's word,
- * or leave the read to the library (before the first attach, a counter the process may not or
- * need not read). Relaxed: it orders nothing (a thread that has not yet seen
- * it set calls the library). */
-static inline int th__ctr_early(void)
-{
-	return __atomic_load_n(__atomic_load_n(&th__fine_cache.ctr_early, __ATOMIC_RELAXED), __ATOMIC_RELAXED) != 0;
-}
 
 #define TH__LD(type, p, off) __atomic_load_n((const type *)(const void *)((p) + (off)), __ATOMIC_RELAXED)
 
@@ -287,13 +304,13 @@ static inline int th__ctr_early(void)
  * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
- * shared slot, with the counter read by `ctr` right after the process's word
- * (as the library's th__read_ctr does where the process may read the counter
- * at all): 1 with (*sec, *nsec), or 0 when the library must read.
+ * shared slot, with the counter read right after the process's word by
+ * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one): 1 with
+ * (*sec, *nsec), or 0 when the library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
-							      int ck, uint64_t (*ctr)(void), int64_t *osec,
-							      int64_t *onsec)
+							      int ck, int ordered, uint32_t op, uint64_t (*ctr)(void),
+							      int64_t *osec, int64_t *onsec)
 {
 	/* Acquire: the record (or the page mapping and the floors of the
 	 * switch) is loaded after the word that names it; pairs with the
@@ -301,9 +318,9 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	const unsigned char *own = tl;
 	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_ACQUIRE), cur = lc;
 	int shared = (lc & 0xffu) == 0xffu;
-	/* The counter now, before the record is found (th__read_ctr); the
-	 * compiler barrier keeps the loads below after it in program order. */
-	uint64_t c = ctr();
+	/* The counter now, before the record is found; the compiler barrier
+	 * keeps the loads below after it in program order. */
+	uint64_t c = ctr ? ctr() : th__ctr_op(ordered, op);
 	__asm__ volatile("" ::: "memory");
 	if (__builtin_expect(shared, 0)) {
 		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
@@ -317,9 +334,14 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	/* Acquire: the fields are loaded after the generation; pairs with the
 	 * writer's release store of the generation. */
 	uint32_t g = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_ACQUIRE);
+	/* The fields of the window at and above the anchor, [0, ddue), and of
+	 * its slope; those of the part below it are loaded only where the
+	 * counter falls there (below). A kernel-mode record has an empty
+	 * window at 0 (dlo = ddue = 0; src/core/page.c checks a page's):
+	 * never served here. */
 	uint64_t anchor = TH__LD(uint64_t, r, 8);
-	int64_t dlo = TH__LD(int64_t, r, 16), ddue = TH__LD(int64_t, r, 24);
-	int64_t lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32), hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
+	int64_t ddue = TH__LD(int64_t, r, 24);
+	int64_t hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
 	int64_t sec = TH__LD(int64_t, r, 64 + 16 * ck), q = TH__LD(int64_t, r, 72 + 16 * ck);
 	/* Full width: a 16-bit value spilled and reloaded wider defeats the
 	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
@@ -358,20 +380,31 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 			return 0;
 	}
 	uint32_t seq = (uint32_t)(cur >> 8);
-	uint64_t span = (uint64_t)(ddue - dlo);
-	/* The generation of cur's sequence, unchanged across the copy; a
-	 * kernel-mode record (empty window) never reads the counter. */
-	if (__builtin_expect(g != (seq ? seq : 1u) || g2 != g || span == 0, 0))
+	/* The generation of cur's sequence, unchanged across the copy. */
+	if (__builtin_expect(g != (seq ? seq : 1u) || g2 != g, 0))
 		return 0;
 	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
 	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate
-	 * (computed while the counter is read) plus c * rate: one multiply
-	 * after the counter. */
-	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
-	int64_t d = (int64_t)(c - anchor);
-	if (__builtin_expect((uint64_t)(d - dlo) >= span, 0))
-		return 0;
-	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
+	 * (computed while the counter is read; the empty asm keeps the
+	 * compiler from folding it back after the counter) plus c * rate: one
+	 * multiply and one add after the counter. */
+	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
+	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
+	__asm__("" : "+r"(kh));
+	int64_t n;
+	if (__builtin_expect(c - anchor < due, 1)) {
+		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
+	} else {
+		/* Below the anchor, [dlo, 0): the slope below it, copied now
+		 * and checked by the generation once more (the fence orders
+		 * these copies before that load, as above). */
+		int64_t d = (int64_t)(c - anchor);
+		int64_t dlo = TH__LD(int64_t, r, 16), lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (d >= 0 || d < dlo || __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED) != g)
+			return 0;
+		n = (int64_t)((uint64_t)q + (uint64_t)d * (uint64_t)lo) >> 32;
+	}
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);
 		sec += k;
@@ -392,23 +425,33 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	return 1;
 }
 
+/* The library call behind an inline read, which then fills the cache (the
+ * first call attaches the library). */
+static __attribute__((noinline, unused)) int th__fine_call(clockid_t id, struct timespec *ts)
+{
+	int r = (th_clock_gettime)(id, ts);
+	th__fine_fill();
+	return r;
+}
+
 static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, int ck, int ordered,
 								 struct timespec *ts)
 {
-	/* The ordered read's fence first: nothing below executes before every
-	 * earlier instruction of this thread has completed (the load by which
-	 * the caller synchronised with another thread's reading included). */
-	if (ordered)
-		TH__CTR_FENCE();
 	int64_t sec, n;
-	const unsigned char *tl = th__tl_get();
-	if (__builtin_expect(ts != 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, ck, th__ctr, &sec, &n), 1)) {
-		ts->tv_sec = (time_t)sec;
-		ts->tv_nsec = (long)n;
-		return 0;
+	/* Acquire: pairs with th__fine_fill's release store. */
+	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE);
+	if (__builtin_expect(ts != 0 && op - 1u < 2u, 1)) {
+		if (ordered)
+			TH__PRE_FENCE();
+		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
+						  ck, ordered, op, 0, &sec, &n),
+				     1)) {
+			ts->tv_sec = (time_t)sec;
+			ts->tv_nsec = (long)n;
+			return 0;
+		}
 	}
-	return (th_clock_gettime)(id, ts);
+	return th__fine_call(id, ts);
 }
 
 #define TH__FINE_CK(id)                                                                              \
@@ -425,18 +468,28 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 		 : (th_clock_gettime)((id), (ts)))
 
 /* gettimeofday without a timezone: REALTIME inline, in microseconds. */
+static __attribute__((noinline, unused)) int th__gettimeofday_call(struct timeval *tv, void *tz)
+{
+	int r = (th_gettimeofday)(tv, tz);
+	th__fine_fill();
+	return r;
+}
+
 static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct timeval *tv, void *tz)
 {
-	TH__CTR_FENCE();
 	int64_t sec, n;
-	const unsigned char *tl = th__tl_get();
-	if (__builtin_expect(tv != 0 && tz == 0 && th__ctr_early(), 1) &&
-	    __builtin_expect(th__fine_rec(tl, &th__fine_cache, 1, th__ctr, &sec, &n), 1)) {
-		tv->tv_sec = (time_t)sec;
-		tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
-		return 0;
+	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE); /* as th__fine_inline */
+	if (__builtin_expect(tv != 0 && tz == 0 && op - 1u < 2u, 1)) {
+		TH__PRE_FENCE();
+		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
+						  1, 1, op, 0, &sec, &n),
+				     1)) {
+			tv->tv_sec = (time_t)sec;
+			tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
+			return 0;
+		}
 	}
-	return (th_gettimeofday)(tv, tz);
+	return th__gettimeofday_call(tv, tz);
 }
 #define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))
 #endif /* x86-64, arm64 */

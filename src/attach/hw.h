@@ -41,4 +41,21 @@
 #endif
 #endif
 
+/*
+ * Where an ordered fast read is ordered (th__read_cur, th__read_ctr), `op`
+ * the process's th_proc.ctr_early. x86: by its counter read (LFENCE;RDTSC,
+ * or RDTSCP where the CPU has it), right after the process's word: x86
+ * keeps loads in program order, so the word is loaded after every earlier
+ * load of the thread either way, and the counter after both. Elsewhere
+ * (arm64, the simulation): by the fence before the word, the counter read
+ * itself plain.
+ */
+#if !defined(TH_SIM) && defined(__x86_64__)
+#define TH_HW_FENCE_AT_COUNTER 1
+#define th_hw_ctr_early_ordered(op) (TH_LIKELY((op) == 2) ? th_counter_rdtscp() : th_counter_ordered())
+#else
+#define TH_HW_FENCE_AT_COUNTER 0
+#define th_hw_ctr_early_ordered(op) ((void)(op), th_hw_ctr_relaxed())
+#endif
+
 #endif

@@ -1052,7 +1052,10 @@ static void reset_writer(struct th_proc *p)
 	p->counter_usable = p->trust.usable;
 	/* Relaxed: see th_proc.ctr_early (a fork child recomputes it here from
 	 * the same trust). */
-	atomic_store_explicit(&p->ctr_early, (uint32_t)(p->counter_usable && !p->passthrough), memory_order_relaxed);
+	uint32_t op = !p->counter_usable || p->passthrough ? TH_CTR_LATE
+		      : TH_HW_FENCE_AT_COUNTER && p->trust.rdtscp ? TH_CTR_RDTSCP
+								  : TH_CTR_FENCED;
+	atomic_store_explicit(&p->ctr_early, op, memory_order_relaxed);
 	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
 	p->wr = (struct th_writer){.tl = &p->tl, .disc = &p->disc, .sp = &p->sp, .tick_ns = p->tick_ns};
 	memset(p->jumps, 0, sizeof p->jumps);

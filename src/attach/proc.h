@@ -112,9 +112,12 @@ struct th_proc {
 	 * before the release CAS of the switch; set with a release store. */
 	_Atomic uint64_t sh_fresh_fast;
 
-	/* 1 while fast readers may read the counter before they copy their
-	 * record (th__read_ctr; a read of the daemon's page serves it only at
-	 * or above sh_ctr, th__read_tl_v): set
+	/* Nonzero while fast readers may read the counter before they copy
+	 * their record (th__read_ctr; a read of the daemon's page serves it
+	 * only at or above sh_ctr, th__read_tl_v), and how an ordered read
+	 * reads it: TH_CTR_FENCED (x86 LFENCE;RDTSC; elsewhere the fence
+	 * before the word, then the counter) or TH_CTR_RDTSCP (x86 RDTSCP,
+	 * where the CPU has it). Set
 	 * at attach where the trust allows the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.
@@ -352,37 +355,53 @@ static inline __attribute__((always_inline)) int th__tv_ts(struct th_tv v, struc
 	return 0;
 }
 
-/* The local word, after the ordered read's fence (issued before any load of
- * the read, so that the copy and the counter read overlap). Acquire: the
- * page area is mapped and the shared floors set before the word names the
- * shared slot (the switch's release CAS). */
+/* th_proc.ctr_early */
+#define TH_CTR_LATE 0u
+#define TH_CTR_FENCED 1u
+#define TH_CTR_RDTSCP 2u
+
+/* The first step of a fast read: the local word, after the ordered read's
+ * fence where the fence is not the counter read's (!TH_HW_FENCE_AT_COUNTER;
+ * issued before any load of the read). Acquire: the page area is mapped
+ * and the shared floors set before the word names the shared slot (the
+ * switch's release CAS). */
 static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
 {
-	if (ordered)
+	if (ordered && !TH_HW_FENCE_AT_COUNTER)
 		th_hw_ctr_fence();
 	TH_STEP("read_cur");
 	return atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 }
 
 /*
- * Then, for this process's own timeline and where the process may read the
- * counter (ctr_early), the counter at once: 1 with *c. Issued before the
- * loads that find the record, the RDTSC (or MRS) does not queue behind them
- * where the fence lets nothing after it start before it completes (the
- * bench's fine rows over the lfence;rdtsc floor show the difference). 0: th__read_tl_v reads it after the copy, and only
- * for a line.
+ * Then, where the process may read the counter first (ctr_early), the
+ * counter at once, before the record is found: 1 with *c. A record stays
+ * exact over its whole window after it is superseded, so a counter taken
+ * before the copy is served on a line valid at it (or refused). Taken after
+ * the word and before the loads that depend on it, the counter read
+ * overlaps them (the bench's fine rows over the floors show the
+ * difference: a counter before the word, or after the copy, waits for
+ * them). An ordered read takes it after every earlier instruction of the
+ * thread (the load by which the caller synchronised with another thread's
+ * reading included): on x86 by the counter read itself (RDTSCP or
+ * LFENCE;RDTSC, as ctr_early says; x86 keeps loads in program order, so the
+ * word is loaded after every earlier load either way), elsewhere by the
+ * fence before the word. 0: th__read_tl_v reads it after the copy, and only
+ * for a line; an x86 ordered read's fence is then issued here.
  */
-static inline __attribute__((always_inline)) int th__read_ctr(uint64_t *c)
+static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint64_t *c)
 {
-	if (TH_UNLIKELY(!atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed))) {
+	uint32_t op = atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed);
+	if (TH_UNLIKELY(op == TH_CTR_LATE)) {
+		if (ordered && TH_HW_FENCE_AT_COUNTER)
+			th_hw_ctr_fence();
 		*c = 0;
 		return 0;
 	}
 	TH_STEP("read_counter");
-	*c = th_hw_ctr_relaxed();
+	*c = ordered ? th_hw_ctr_early_ordered(op) : th_hw_ctr_relaxed();
 	/* A compiler barrier: the loads that find the record stay after the
-	 * counter in program order (the fence before the word is the
-	 * ordering). */
+	 * counter in program order. */
 	atomic_signal_fence(memory_order_seq_cst);
 	return 1;
 }
@@ -433,7 +452,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		uint64_t cur = th__read_cur(ordered);                                                          \
 		uint64_t c;                                                                                    \
-		if (TH_UNLIKELY(!th__read_ctr(&c)))                                                            \
+		if (TH_UNLIKELY(!th__read_ctr(ordered, &c)))                                                   \
 			return name##_late(ts, cur);                                                           \
 		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
 			return name##_page(ts, cur, c);                                                        \
@@ -450,7 +469,7 @@ static inline __attribute__((always_inline)) struct th_tv th__fine_v(int ck, int
 {
 	uint64_t cur = th__read_cur(ordered);
 	uint64_t c;
-	int early = th__read_ctr(&c);
+	int early = th__read_ctr(ordered, &c);
 	return th__read_word_v(cur, ck, ordered, c, early);
 }
 

@@ -257,7 +257,7 @@ static int check_record(struct th_reason *r, const struct th_snap *s)
 		break;
 	case TH_REC_KERNEL:
 	case TH_REC_TRANSIT:
-		if (s->dlo != s->ddue || s->dhi >= s->dmin)
+		if (s->dlo != 0 || s->ddue != 0 || s->dhi >= s->dmin)
 			return fail(r, TH_PAGE_EFORMAT, "kernel-mode record with a counter window");
 		break;
 	default:

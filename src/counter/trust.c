@@ -118,6 +118,8 @@ static void probe_x86(struct th_trust *t)
 	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000007u) {
 		__cpuid(0x80000007u, a, b, c, d);
 		t->invariant = (d >> 8) & 1;
+		__cpuid(0x80000001u, a, b, c, d);
+		t->rdtscp = (d >> 27) & 1;
 	}
 	/* Frequency, most exact source first. */
 	if (max >= 0x15) {

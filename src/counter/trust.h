@@ -18,6 +18,7 @@ struct th_trust {
 	int available;        /* enum th_counter the CPU has */
 	int usable;           /* 1: read it */
 	int invariant;        /* x86: CPUID says the TSC is invariant */
+	int rdtscp;           /* x86: CPUID says the CPU has RDTSCP */
 	double nominal_hz;    /* published frequency, 0 if none */
 	char freq_source[32];
 	char clocksource[32];

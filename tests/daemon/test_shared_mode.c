@@ -399,12 +399,14 @@ int main(int argc, char **argv)
 	 * page and the switch's counter): not every reading is the call. */
 	{
 		const struct th__fast *f = th__fast();
-		struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr, f->kseq ? f->kseq : &th__kcount_none};
+		struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->sh_ctr, f->kseq ? f->kseq : &th__kcount_none,
+					 *f->ctr_early};
 		long inl = 0, n = 0;
+		th__fine_fill();
 		for (; n < 100000; n++) {
 			int64_t sec, ns;
-			TH__CTR_FENCE();
-			inl += th__fine_rec(x.tl, &x, (int)(n % 5), th__ctr, &sec, &ns);
+			TH__PRE_FENCE();
+			inl += th__fine_rec(x.tl, &x, (int)(n % 5), 1, *f->ctr_early, 0, &sec, &ns);
 		}
 		CHECK(f->minor >= 4 && inl > n / 2, "shared mode: %ld of %ld page readings served inline", inl, n);
 		printf("shared mode: %ld of %ld page readings served inline\n", inl, n);

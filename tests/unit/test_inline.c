@@ -33,6 +33,7 @@ static uint64_t fake_ctr(void)
 }
 
 
+
 static const int line_of[5] = {TH_MONO, TH_MONO, TH_MONO, TH_MONO, TH_RAW};
 
 static int64_t offset_of(const struct th_snap *s, int ck)
@@ -75,11 +76,10 @@ static uint64_t sw_ctr;                                     /* counter of the sw
 
 static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 {
-	static const uint32_t early_word = 1;
-	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &early_word,
-				 &sw_ctr, &th__kcount_none};
+	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &sw_ctr,
+				 &th__kcount_none, 1};
 	int64_t sec = 0, n = 0;
-	int ok = th__fine_rec(x.tl, &x, ck, fake_ctr, &sec, &n);
+	int ok = th__fine_rec(x.tl, &x, ck, 1, 2, fake_ctr, &sec, &n);
 	if (ok) {
 		CHECK(n >= 0 && n < 1000000000, "nsec %lld out of range", (long long)n);
 		*ns = sec * 1000000000LL + n;
@@ -155,8 +155,8 @@ static void test_refusals(void)
 	CHECK(read_rec(0, &g3, &ns) == 1, "restored");
 
 	/* a kernel-mode record: empty window, whatever the counter (a process
-	 * whose counter may not be read never reaches here: th__ctr_early,
-	 * test_modes prtsc) */
+	 * whose counter may not be read never reaches here: th__fine_fill
+	 * caches no timeline for it, test_modes prtsc) */
 	struct th_rec_val k;
 	memset(&k, 0, sizeof k);
 	k.kind = TH_REC_KERNEL;
@@ -238,7 +238,7 @@ static void test_shared(void)
 
 	/* A counter older than the switch's (taken before the reader found the
 	 * switch): the library, also inside the page record's window. */
-	fake_c = s.anchor + (uint64_t)(s.dlo + (s.ddue - s.dlo) / 2);
+	fake_c = s.anchor + (uint64_t)(s.ddue / 2);
 	sw_ctr = fake_c + 1;
 	CHECK(read_rec(0, &g3, &ns0) == 0, "a page read with a counter below the switch's served inline");
 	sw_ctr = fake_c;
@@ -272,28 +272,33 @@ static void test_shared(void)
 	CHECK(read_rec(0, &g3, &ns) == 0, "a kernel-mode page record was read");
 
 	/* no page mapped: the library */
-	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, NULL, &sw_ctr, &th__kcount_none};
+	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, &sw_ctr, &th__kcount_none, 1};
 	int64_t a, b;
-	CHECK(th__fine_rec(x.tl, &x, 0, fake_ctr, &a, &b) == 0, "the shared slot without a page");
+	CHECK(th__fine_rec(x.tl, &x, 0, 1, 2, fake_ctr, &a, &b) == 0, "the shared slot without a page");
 	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");
 }
 
-/* The process's own timeline, read inline between two library readings. */
-static void test_machine(void)
+/* The process's own timeline, read inline between two library readings,
+ * with the ordered counter read `op` (the library's th_proc.ctr_early: 1
+ * LFENCE;RDTSC, 2 RDTSCP on x86-64) in the library and inline. */
+static void test_machine(uint32_t op)
 {
 	struct timespec a, b, t;
 	th_clock_gettime(CLOCK_MONOTONIC, &a); /* attach */
+	__atomic_store_n((uint32_t *)(uintptr_t)th__fast()->ctr_early, op, __ATOMIC_RELAXED);
+	th__fine_cache.ctr_op = op;
 	const clockid_t ids[5] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW};
 	long inl = 0, total = 0, bad = 0;
-	int64_t end = raw_now_ns() + 300000000;
+	int64_t end = raw_now_ns() + 150000000;
 	while (raw_now_ns() < end) {
 		for (int ck = 0; ck < 5; ck++) {
 			(th_clock_gettime)(ids[ck], &a);
 			int64_t sec, n;
 			const struct th__fast *f = th__fast();
-			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->ctr_early, f->sh_ctr,
-					 f->kseq ? f->kseq : &th__kcount_none};
-			int ok = th__fine_rec(x.tl, &x, ck, th__ctr, &sec, &n);
+			struct th__fine_ctx x = {f->tl, f->page_tl, f->g3, f->sh_delta, f->sh_ctr,
+					 f->kseq ? f->kseq : &th__kcount_none, *f->ctr_early};
+			TH__PRE_FENCE();
+			int ok = th__fine_rec(x.tl, &x, ck, 1, op, 0, &sec, &n);
 			(th_clock_gettime)(ids[ck], &b);
 			total++;
 			if (ok) {
@@ -324,8 +329,8 @@ static void test_machine(void)
 	CHECK(bad == 0, "%ld inline readings outside their library sandwich", bad);
 	if (st.mode == TH_MODE_LOCAL)
 		CHECK(inl > total / 2, "only %ld of %ld readings inline in local mode", inl, total);
-	printf("  machine (mode %u): %ld of %ld readings inline, all inside their library sandwich\n", st.mode,
-	       inl, total);
+	printf("  machine (mode %u, counter op %u): %ld of %ld readings inline, all inside their library sandwich\n",
+	       st.mode, op, inl, total);
 	CHECK(th_clock_gettime(CLOCK_MONOTONIC, NULL) == -1, "a NULL timespec");
 	CHECK(th_gettimeofday(NULL, NULL) == 0, "gettimeofday without a timeval");
 }
@@ -341,7 +346,8 @@ static void test_first_call_inline(void)
 		th_clock_gettime(CLOCK_MONOTONIC, &t);
 		int64_t sec, n;
 		total++;
-		if (th__fine_rec(th__tl_get(), &th__fine_cache, 0, th__ctr, &sec, &n))
+		TH__PRE_FENCE();
+		if (th__fine_rec(th__fine_cache.tl, &th__fine_cache, 0, 1, th__fine_cache.ctr_op, 0, &sec, &n))
 			inl++;
 	}
 	struct th_status st;
@@ -358,7 +364,14 @@ int main(void)
 	test_values();
 	test_refusals();
 	test_shared();
-	test_machine();
+	/* the op the library chose, then LFENCE;RDTSC where it chose RDTSCP */
+	uint32_t op = *th__fast()->ctr_early;
+	CHECK(op == 1 || op == 2, "counter op %u", op);
+	test_machine(op);
+	if (op == 2) {
+		test_machine(1);
+		test_machine(2);
+	}
 	return check_done("test_inline");
 }
 #endif

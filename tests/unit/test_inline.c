@@ -346,6 +346,8 @@ static void test_first_call_inline(void)
 		th_clock_gettime(CLOCK_MONOTONIC, &t);
 		int64_t sec, n;
 		total++;
+		if (th__fine_cache.ctr_op - 1u >= 2u)
+			continue; /* a process that may not read the counter first */
 		TH__PRE_FENCE();
 		if (th__fine_rec(th__fine_cache.tl, &th__fine_cache, 0, 1, th__fine_cache.ctr_op, 0, &sec, &n))
 			inl++;
@@ -366,7 +368,7 @@ int main(void)
 	test_shared();
 	/* the op the library chose, then LFENCE;RDTSC where it chose RDTSCP */
 	uint32_t op = *th__fast()->ctr_early;
-	CHECK(op == 1 || op == 2, "counter op %u", op);
+	CHECK(op <= 2, "counter op %u", op);
 	test_machine(op);
 	if (op == 2) {
 		test_machine(1);

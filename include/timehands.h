@@ -127,6 +127,8 @@ struct th__fast {
 	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
 	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first; 2: by RDTSCP */
 	const uint64_t *sh_ctr;          /* minor >= 4: the page serves a first-read counter from here */
+	uint32_t attached;               /* minor >= 5: nonzero once the library has attached */
+	uint32_t pad5;
 };
 const struct th__fast *th__fast(void);
 /* The timeline layout the header's inline fine reads know (below): the page
@@ -236,11 +238,13 @@ static inline void th__fine_fill(void)
 	uint32_t op = 3;
 	if (f->abi == TH__FAST_ABI) {
 		/* Nothing is cached before the library has attached (acquire:
-		 * pairs with its release store of time_fn, after kseq and
+		 * pairs with its release store of `attached`, after kseq and
 		 * ctr_early): a kernel count cached as missing would send
 		 * every read of a record tied to the kernel to the library for
-		 * good. */
-		if (__atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE) == 0)
+		 * good. An older library: inline reads only where its time_fn
+		 * (set at attach where the vDSO has time()) says so. */
+		if (f->minor >= 5 ? __atomic_load_n(&f->attached, __ATOMIC_ACQUIRE) == 0
+				  : __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE) == 0)
 			return;
 		if (f->minor >= 3 && f->tl_abi == TH__TL_ABI && f->tl && f->g3 && f->ctr_early) {
 			op = __atomic_load_n(f->ctr_early, __ATOMIC_RELAXED);

@@ -1068,7 +1068,9 @@ static void reset_writer(struct th_proc *p)
 /* The inline th_time() of the public header reads this. */
 /* minor 2: the timeline and the G3 floor, for the header's inline fine
  * reads (fixed addresses: set here, before any read); minor 3: whether they
- * may read the counter first (th_proc.ctr_early); minor 4: the counter from
+ * may read the counter first (th_proc.ctr_early; at and after the first
+ * attach, how); minor 5: attached, set at the first attach (release) after
+ * everything else here; minor 4: the counter from
  * which the page serves an early one (th_proc.sh_ctr). The simulation has
  * its own counter: no inline reads there. */
 #if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
@@ -1076,11 +1078,11 @@ static void reset_writer(struct th_proc *p)
 #else
 #define TH_INLINE_TL_ABI TH__TL_ABI
 #endif
-static struct th__fast fast_state = {TH__FAST_ABI, 4, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+static struct th__fast fast_state = {TH__FAST_ABI, 5, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
 				      (const uint32_t *)(const void *)&th__P.sh_delta,
 				      (const uint32_t *)(const void *)&th__P.ctr_early,
-				      (const uint64_t *)(const void *)&th__P.sh_ctr};
+				      (const uint64_t *)(const void *)&th__P.sh_ctr, 0, 0};
 
 /* The header's inline reader reads the record at the offsets of the page
  * format; these are the ones it uses. */
@@ -1132,8 +1134,10 @@ static void publish_fast_state(void)
 		__atomic_store_n(&fast_state.ksec, __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED),
 				 __ATOMIC_RELAXED);
 #endif
-	/* Release: g3 is set before the inline path can see time_fn. */
+	/* Release: g3 is set before the inline path can see time_fn; the
+	 * rest before the inline fine reads can see `attached`. */
 	__atomic_store_n(&fast_state.time_fn, th_hw_ktime_fn(), __ATOMIC_RELEASE);
+	__atomic_store_n(&fast_state.attached, 1, __ATOMIC_RELEASE);
 }
 
 #ifndef TH_SIM

@@ -232,6 +232,26 @@ static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks
 	return ((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32));
 }
 
+/* A counter below the record's anchor, d < 0: 1 with *n on the slope below
+ * it where d is inside the window's part there, [dlo, 0). Its fields are
+ * copied now, between the caller's generation check and one more (the
+ * fence orders the copies before that load, as in th__read_tl_v), so they
+ * are the record's that the caller copied. A kernel-mode record's window
+ * is empty (dlo = ddue = 0): never. */
+static inline __attribute__((always_inline)) int th__read_below(struct th_rec *r, int ck, uint32_t g, int64_t d,
+								 int64_t *n)
+{
+	uint64_t q = (uint64_t)atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
+	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
+	int64_t lo = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_lo : &r->mono_lo, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	TH_STEP("recheck_gen");
+	if (d >= 0 || d < dlo || atomic_load_explicit(&r->gen, memory_order_relaxed) != g)
+		return 0;
+	*n = (int64_t)(q + (uint64_t)d * (uint64_t)lo) >> 32;
+	return 1;
+}
+
 /*
  * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
  * caller loaded (after the ordered read's fence). Copies only the fields this
@@ -244,8 +264,9 @@ static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks
  * where it lies inside it (and is the slow path's otherwise). Either way the
  * counter is read after the fence and before the read returns, which is all
  * G1 and G2 need (the Spin model checks both positions). The result is the
- * anchor's (sec, nsec) plus a delta of at most a window: no division. A
- * REALTIME reading raises the G3 floor here.
+ * anchor's (sec, nsec) plus a delta of at most a window: no division. 1
+ * with *out and the record's REALTIME epoch *oep (the caller raises the G3
+ * floor), 0 where the slow path must read.
  * `shared`: reading the daemon's page; the switch to it waited until the
  * page's line was above everything this process had returned, so no floor
  * is needed here (the slow paths still apply the floors), for a counter at
@@ -254,38 +275,47 @@ static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks
  * if the local word still names it after the copy (the process may have
  * left the page meanwhile, see leave_shared).
  */
-static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
-									int ck, int ordered, const int shared,
-									uint64_t lc, uint64_t c, int early)
+static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timeline *tl, uint64_t cur, int ck,
+								  int ordered, const int shared, uint64_t lc,
+								  uint64_t c, int early, struct th_tv *out,
+								  uint16_t *oep)
 {
+	(void)ordered;
 	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
+	/* One base register for every field: the compiler, which knows the
+	 * process's timeline's address, would otherwise spend one on each
+	 * field's address (and the callee-saved registers of every entry). */
+	__asm__("" : "+r"(r));
 	TH_STEP("read_gen");
 	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	/* A record being rewritten or rewritten since `cur` named it (g not
+	 * the generation of cur's sequence: retried on the slow path). Each
+	 * check as early as it can be made, so that little stays live. */
+	if (TH_UNLIKELY(g != TH_CUR_GEN(cur)))
+		return 0;
 	TH_STEP("read_fields");
-	uint64_t anchor = atomic_load_explicit(&r->anchor, memory_order_relaxed);
-	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
-	int64_t ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
-	int64_t lo, hi;
-	if (ck == TH_CK_RAW) {
-		lo = atomic_load_explicit(&r->raw_lo, memory_order_relaxed);
-		hi = atomic_load_explicit(&r->raw_hi, memory_order_relaxed);
-	} else {
-		lo = atomic_load_explicit(&r->mono_lo, memory_order_relaxed);
-		hi = atomic_load_explicit(&r->mono_hi, memory_order_relaxed);
-	}
-	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
-	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
-	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
-	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
 	/* A line that is the kernel's conversion at one of its updates is the
 	 * kernel's clock only while that update is the kernel's latest: the
 	 * count is loaded after the counter was read (program order, as the
 	 * vDSO re-reads its count after its counter read), so a kernel update
 	 * before the counter read is seen. A counter taken first is compared
-	 * at once (nothing stays live for it); one taken after the copy, once
-	 * it is read. Relaxed: the count orders nothing else. */
+	 * at once; one taken after the copy, once it is read. Relaxed: the
+	 * count orders nothing else. */
+	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
 	if (early && TH_UNLIKELY(th__kseq_moved(ks)))
-		return th__fine_slow_v(ck, ordered);
+		return 0;
+	/* The window at and above the anchor, [0, ddue), and its slope; the
+	 * part below the anchor and its slope are copied only where the
+	 * counter falls there (th__read_below), which keeps the registers of
+	 * the common read few. A process that reads the counter after the
+	 * copy needs dlo before it reads it (a kernel-mode record: never). */
+	uint64_t anchor = atomic_load_explicit(&r->anchor, memory_order_relaxed);
+	int64_t dlo = early ? 0 : atomic_load_explicit(&r->dlo, memory_order_relaxed);
+	int64_t ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
+	int64_t hi = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_hi : &r->mono_hi, memory_order_relaxed);
+	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
+	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
+	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
 	if (shared && ck == TH_CK_REAL)
 		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
 	/* Orders the copies before the re-load of gen; pairs with the writer's
@@ -297,7 +327,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 		/* The page copy was made while the process still read the
 		 * page (the fence above orders the copy before this load). */
 		if (TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
-			return th__fine_slow_v(ck, ordered);
+			return 0;
 		/* A counter taken before the copy is served from the page only
 		 * at or above the counter at which the switch found the page's
 		 * line above its floors: an earlier one (taken before this
@@ -309,43 +339,62 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 		 * acquire load of `lc` that saw the switch's release CAS, so
 		 * it is that switch's value or a later (larger) one. */
 		if (early && TH_UNLIKELY(c < atomic_load_explicit(&th__P.sh_ctr, memory_order_relaxed)))
-			return th__fine_slow_v(ck, ordered);
+			return 0;
 	}
-	/* A record being rewritten or rewritten since `cur` named it (g not
-	 * the generation of cur's sequence, or changed during the copy:
-	 * retried on the slow path), or a kernel-mode record (empty window:
-	 * never touch the counter there, PR_SET_TSC may forbid it). */
-	uint64_t span = (uint64_t)(ddue - dlo);
-	if (TH_UNLIKELY(g != TH_CUR_GEN(cur) || g2 != g || span == 0))
-		return th__fine_slow_v(ck, ordered);
+	/* A record rewritten during the copy: retried on the slow path. */
+	if (TH_UNLIKELY(g2 != g))
+		return 0;
 	/* Inside the fast window |d * rate| < 2^62 (TH_MAX_WINDOW_NS), so
 	 * q + d * rate is exact in 64 bits, and equals, modulo 2^64,
 	 * (q - anchor * rate) + c * rate: the first term is computed while
-	 * the counter is read, one multiply follows the counter (the sign of
-	 * d picks the slope). The header's inline read does the same. */
-	uint64_t kl = (uint64_t)q - anchor * (uint64_t)lo, kh = (uint64_t)q - anchor * (uint64_t)hi;
+	 * the counter is read (the empty asm keeps the compiler from folding
+	 * it back after the counter), one multiply and one add follow the
+	 * counter. The header's inline read does the same. */
+	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
+	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
+	__asm__("" : "+r"(kh));
 	if (!early) {
 		/* A process that may not read the counter first: the counter
-		 * after the copy. */
+		 * after the copy, never for a kernel-mode record (empty window:
+		 * PR_SET_TSC may forbid it). */
+		if (TH_UNLIKELY(ddue == dlo))
+			return 0;
 		TH_STEP("read_counter");
 		/* Ordered reads issued the fence before the copy. */
 		c = th_hw_ctr_relaxed();
 	}
-	int64_t d = (int64_t)(c - anchor);
-	if (TH_UNLIKELY((uint64_t)(d - dlo) >= span))
-		return th__fine_slow_v(ck, ordered);
+	int64_t n;
+	if (TH_LIKELY(c - anchor < due))
+		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
+	else if (!th__read_below(r, ck, g, (int64_t)(c - anchor), &n))
+		return 0;
 	if (!early && TH_UNLIKELY(th__kseq_moved(ks)))
-		return th__fine_slow_v(ck, ordered);
-	int64_t n = (int64_t)(d < 0 ? kl + c * (uint64_t)lo : kh + c * (uint64_t)hi) >> 32;
+		return 0;
 	if (TH_UNLIKELY((uint64_t)n >= 1000000000u)) {
 		int64_t k = n / 1000000000 - (n < 0);
 		sec += k;
 		n -= k * 1000000000;
 	}
-	if (ck == TH_CK_REAL)
-		th__g3_raise(sec, ep);
-	return (struct th_tv){sec, n};
+	*out = (struct th_tv){sec, n};
+	*oep = ep;
+	return 1;
 }
+
+/* th__read_tl_try, else the slow path; a REALTIME reading raises the G3
+ * floor. */
+static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct th_timeline *tl, uint64_t cur,
+									int ck, int ordered, const int shared,
+									uint64_t lc, uint64_t c, int early)
+{
+	struct th_tv v;
+	uint16_t ep;
+	if (TH_UNLIKELY(!th__read_tl_try(tl, cur, ck, ordered, shared, lc, c, early, &v, &ep)))
+		return th__fine_slow_v(ck, ordered);
+	if (ck == TH_CK_REAL)
+		th__g3_raise(v.sec, ep);
+	return v;
+}
+
 
 /* A reading into the caller's timespec; 0, as clock_gettime returns. */
 static inline __attribute__((always_inline)) int th__tv_ts(struct th_tv v, struct timespec *ts)
@@ -444,9 +493,22 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		return th__tv_ts(th__read_page_v(ck, ordered, lc, c, 1), ts);                                  \
 	}                                                                                                      \
+	static __attribute__((noinline)) int name##_slow(struct timespec *ts)                                  \
+	{                                                                                                      \
+		return th__tv_ts(th__fine_slow_v(ck, ordered), ts);                                            \
+	}                                                                                                      \
+	/* the caller's timespec written before the G3 floor's raise, which  \
+	 * then needs nothing kept across its call */                                                          \
 	static __attribute__((noinline)) int name##_own(struct timespec *ts, uint64_t cur, uint64_t c)         \
 	{                                                                                                      \
-		return th__tv_ts(th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, 1), ts);                  \
+		struct th_tv v;                                                                                \
+		uint16_t ep;                                                                                   \
+		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, 1, &v, &ep)))           \
+			return name##_slow(ts);                                                                \
+		th__tv_ts(v, ts);                                                                              \
+		if (ck == TH_CK_REAL)                                                                          \
+			th__g3_raise(v.sec, ep);                                                               \
+		return 0;                                                                                      \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name(struct timespec *ts)                                         \
 	{                                                                                                      \

@@ -338,6 +338,19 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	/* Acquire: the fields are loaded after the generation; pairs with the
 	 * writer's release store of the generation. */
 	uint32_t g = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_ACQUIRE);
+	/* The generation of cur's sequence; each check as early as it can be
+	 * made, so that little stays live (as in the library). */
+	uint32_t seq = (uint32_t)(cur >> 8);
+	if (__builtin_expect(g != (seq ? seq : 1u), 0))
+		return 0;
+	/* A record that is the kernel's conversion at one of its updates
+	 * (ks: that update's count | 2^32) only while the kernel has not
+	 * updated since; the count is loaded after the counter was read.
+	 * Relaxed, as in the library. */
+	uint64_t ks = TH__LD(uint64_t, r, 56);
+	uint32_t kc = __atomic_load_n(__atomic_load_n(&x->kcount, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
+	if (__builtin_expect((((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32))) != 0, 0))
+		return 0;
 	/* The fields of the window at and above the anchor, [0, ddue), and of
 	 * its slope; those of the part below it are loaded only where the
 	 * counter falls there (below). A kernel-mode record has an empty
@@ -351,14 +364,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
 	 * MONOTONIC in the bench). */
 	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
-	uint64_t ks = TH__LD(uint64_t, r, 56);
-	/* A record that is the kernel's conversion at one of its updates
-	 * (ks: that update's count | 2^32) only while the kernel has not
-	 * updated since; the count is loaded after the counter was read (at
-	 * once: nothing stays live for it). Relaxed, as in the library. */
-	uint32_t kc = __atomic_load_n(__atomic_load_n(&x->kcount, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-	if (__builtin_expect((((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32))) != 0, 0))
-		return 0;
 	if (shared && ck == 1) {
 		/* the page numbers its REALTIME epochs itself */
 		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
@@ -383,9 +388,8 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 		if (c < __atomic_load_n(__atomic_load_n(&x->sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
 			return 0;
 	}
-	uint32_t seq = (uint32_t)(cur >> 8);
-	/* The generation of cur's sequence, unchanged across the copy. */
-	if (__builtin_expect(g != (seq ? seq : 1u) || g2 != g, 0))
+	/* The generation unchanged across the copy. */
+	if (__builtin_expect(g2 != g, 0))
 		return 0;
 	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
 	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate

@@ -139,42 +139,58 @@ const struct th__fast *th__fast(void);
 #define TH__TL_REC 320u
 
 #if !defined(TIMEHANDS_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
+/* The slow half of th__time_inline: the layout check, once, and the
+ * kernel's time() where its second cannot be read from memory. */
+static __attribute__((noinline, unused)) time_t th__time_call(time_t *t, const struct th__fast **cache)
+{
+	static const struct th__fast none = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* ksec NULL */
+	const struct th__fast *f = __atomic_load_n(cache, __ATOMIC_RELAXED);
+	if (f == 0) {
+		f = th__fast();
+		if (f->abi != TH__FAST_ABI || f->minor < 1)
+			f = &none;
+		__atomic_store_n(cache, f, __ATOMIC_RELAXED);
+	}
+	/* Acquire pairs with the library's release store of time_fn at
+	 * attach: g3 is valid once time_fn is seen. */
+	time_t (*fn)(time_t *) = __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE);
+	if (fn != 0 && f != &none && __atomic_load_n(&f->ksec, __ATOMIC_ACQUIRE) == 0) {
+		time_t tk = fn(t);
+		uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+		if ((uint64_t)tk == (w & 0xffffffffffffULL))
+			return tk;
+	}
+	return th_time(t);
+}
+
 static inline time_t th__time_inline(time_t *t)
 {
-	/* One cached pointer per translation unit; relaxed atomics: every
-	 * thread computes the same value, the race is only about which store
-	 * wins. The pointed-to structure lives as long as the process. */
+	/* One cached pointer per translation unit, set once its layout is
+	 * known (th__time_call); relaxed atomics: every thread computes the
+	 * same value, the race is only about which store wins. The
+	 * pointed-to structure lives as long as the process. */
 	static const struct th__fast *cache;
 	const struct th__fast *f = __atomic_load_n(&cache, __ATOMIC_RELAXED);
-	if (__builtin_expect(f == 0, 0)) {
-		f = th__fast();
-		__atomic_store_n(&cache, f, __ATOMIC_RELAXED);
-	}
-	/* Acquire pairs with the library's release store of time_fn at attach:
-	 * g3, ksec and kseq are valid once time_fn is seen. */
-	time_t (*fn)(time_t *) = __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(fn != 0 && f->abi == TH__FAST_ABI, 1)) {
-		const uint64_t *ks = f->minor >= 1 ? __atomic_load_n(&f->ksec, __ATOMIC_RELAXED) : 0;
-		uint64_t w;
+	if (__builtin_expect(f != 0, 1)) {
+		/* Acquire: pairs with the library's release store of ksec,
+		 * after kseq; g3 is a fixed address. ksec is NULL until the
+		 * library has attached, and again if its direct reads stop
+		 * agreeing with the vDSO. */
+		const uint64_t *ks = __atomic_load_n(&f->ksec, __ATOMIC_ACQUIRE);
 		if (__builtin_expect(ks != 0, 1)) {
 			/* Relaxed loads: the kernel writes the second as one
 			 * word, and its time() reads it the same way. */
 			uint32_t sq = __atomic_load_n(__atomic_load_n(&f->kseq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 			uint64_t tk = __atomic_load_n(ks, __ATOMIC_RELAXED);
-			w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
+			uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
 			if (__builtin_expect((sq & 1) == 0 && tk == (w & 0xffffffffffffULL), 1)) {
 				if (t)
 					*t = (time_t)tk;
 				return (time_t)tk;
 			}
-		} else {
-			time_t tk = fn(t);
-			w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
-			if (__builtin_expect((uint64_t)tk == (w & 0xffffffffffffULL), 1))
-				return tk;
 		}
 	}
-	return th_time(t);
+	return th__time_call(t, &cache);
 }
 #define th_time(t) th__time_inline(t)
 

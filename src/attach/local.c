@@ -1124,15 +1124,17 @@ int th__kdata_recheck(void)
 static void publish_fast_state(void)
 {
 #ifndef TH_SIM
-	/* Relaxed: published by the release store of time_fn below (ksec only
-	 * ever goes to NULL afterwards). kseq is stored before ksec: a reader
-	 * that sees ksec non-NULL finds kseq valid. */
+	/* kseq before ksec, which is stored with release: a reader that sees
+	 * ksec non-NULL (acquire) finds kseq valid. ksec only ever goes to
+	 * NULL afterwards. */
 	const uint32_t *kseq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
 	if (kseq)
 		__atomic_store_n(&fast_state.kseq, kseq, __ATOMIC_RELAXED);
 	if (kseq && __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) != NULL)
+		/* Release: the header's inline th_time() finds kseq (and g3)
+		 * once it sees ksec. */
 		__atomic_store_n(&fast_state.ksec, __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED),
-				 __ATOMIC_RELAXED);
+				 __ATOMIC_RELEASE);
 #endif
 	/* Release: g3 is set before the inline path can see time_fn; the
 	 * rest before the inline fine reads can see `attached`. */

@@ -4,6 +4,7 @@
  *   timehands.c  dispatch, `run`, `bench`, locating the preload
  *   status.c     `status`: what a process started now would get
  *   check.c      `check`: a diagnosis of the machine's clocks
+ *   system.c     `enable --system`, `disable --system`: /etc/ld.so.preload
  *   emit.c       output as `key: value` lines or one JSON object
  *
  * The tool links the library's objects, so `status` and `check` exercise the
@@ -43,6 +44,11 @@ void th_emit_text(struct th_emit *e, const char *key, const char *value);
 
 int th_cli_status(int argc, char **argv);
 int th_cli_check(int argc, char **argv);
+int th_cli_enable(int argc, char **argv);
+int th_cli_disable(int argc, char **argv);
+int th_cli_preload_selftest(void);
+/* "off", or "on (/etc/ld.so.preload lists PATH)" */
+void th_cli_system_preload(char *out, size_t size);
 
 /* The preload `timehands run` would use: 0 and the absolute path of the
  * file in `file` and the LD_PRELOAD entry naming it in `entry` (spelt with

@@ -79,6 +79,9 @@ int th_cli_status(int argc, char **argv)
 	if (json || st.reason[0])
 		th_emit_str(&e, "reason", st.reason);
 	th_emit_str(&e, "preload", have_preload ? file : "not found");
+	char sys[PATH_MAX + 64];
+	th_cli_system_preload(sys, sizeof sys);
+	th_emit_str(&e, "system_preload", sys);
 	th_emit_group(&e, "counters");
 	th_emit_int(&e, "windups", (long long)st.windups, "");
 	th_emit_int(&e, "retries", (long long)st.retries, "");

@@ -29,6 +29,8 @@ static void usage(FILE *f)
 	      "  status [--json]                   what a process started now would get\n"
 	      "  check [--json]                    diagnose this machine's clocks\n"
 	      "  bench [ARGS...]                   compare with the kernel's clocks (timehands-bench)\n"
+	      "  enable --system [--preload PATH]  list the preload in /etc/ld.so.preload (every new process)\n"
+	      "  disable --system                  remove it from there again\n"
 	      "  --help, --version\n"
 	      "run options:\n"
 	      "  -r, --relaxed           REALTIME/MONOTONIC per-thread monotonic only (TIMEHANDS_RELAXED=1)\n"
@@ -364,6 +366,12 @@ int main(int argc, char **argv)
 		return th_cli_check(argc - 1, argv + 1);
 	if (strcmp(cmd, "bench") == 0)
 		return cmd_bench(argc - 1, argv + 1);
+	if (strcmp(cmd, "enable") == 0)
+		return th_cli_enable(argc - 1, argv + 1);
+	if (strcmp(cmd, "disable") == 0)
+		return th_cli_disable(argc - 1, argv + 1);
+	if (strcmp(cmd, "__preload-selftest") == 0)
+		return th_cli_preload_selftest();
 	if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
 		usage(stdout);
 		return 0;

@@ -419,13 +419,15 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	if (__builtin_expect(c - anchor < due, 1)) {
 		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
 	} else {
-		/* Below the anchor, [dlo, 0): the slope below it, copied now
-		 * and checked by the generation once more (the fence orders
-		 * these copies before that load, as above). */
+		/* Below the anchor, [dlo, min(ddue, 0)) (a window can end
+		 * below its anchor): the slope below it, copied now and
+		 * checked by the generation once more (the fence orders these
+		 * copies before that load, as above). */
 		int64_t d = (int64_t)(c - anchor);
 		int64_t dlo = TH__LD(int64_t, r, 16), lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32);
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (d >= 0 || d < dlo || __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED) != g)
+		if (d >= 0 || d >= ddue || d < dlo ||
+		    __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED) != g)
 			return 0;
 		n = (int64_t)((uint64_t)q + (uint64_t)d * (uint64_t)lo) >> 32;
 	}

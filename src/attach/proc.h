@@ -233,20 +233,21 @@ static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks
 }
 
 /* A counter below the record's anchor, d < 0: 1 with *n on the slope below
- * it where d is inside the window's part there, [dlo, 0). Its fields are
+ * it where d is inside the window's part there, [dlo, min(ddue, 0)) (a
+ * window can end below its anchor: a windup is due from ddue on). Its fields are
  * copied now, between the caller's generation check and one more (the
  * fence orders the copies before that load, as in th__read_tl_v), so they
  * are the record's that the caller copied. A kernel-mode record's window
  * is empty (dlo = ddue = 0): never. */
 static inline __attribute__((always_inline)) int th__read_below(struct th_rec *r, int ck, uint32_t g, int64_t d,
-								 int64_t *n)
+								 int64_t ddue, int64_t *n)
 {
 	uint64_t q = (uint64_t)atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
 	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
 	int64_t lo = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_lo : &r->mono_lo, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 	TH_STEP("recheck_gen");
-	if (d >= 0 || d < dlo || atomic_load_explicit(&r->gen, memory_order_relaxed) != g)
+	if (d >= 0 || d >= ddue || d < dlo || atomic_load_explicit(&r->gen, memory_order_relaxed) != g)
 		return 0;
 	*n = (int64_t)(q + (uint64_t)d * (uint64_t)lo) >> 32;
 	return 1;
@@ -366,7 +367,7 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 	int64_t n;
 	if (TH_LIKELY(c - anchor < due))
 		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
-	else if (!th__read_below(r, ck, g, (int64_t)(c - anchor), &n))
+	else if (!th__read_below(r, ck, g, (int64_t)(c - anchor), ddue, &n))
 		return 0;
 	if (!early && TH_UNLIKELY(th__kseq_moved(ks)))
 		return 0;

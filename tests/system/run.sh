@@ -7,7 +7,8 @@
 #            enable, then real programs, each of which must load the preload
 #            and have its clock reads counted by it; then disable restores
 #            the file byte for byte
-# Environment (CMakeLists.txt): TH_CLI, TH_PRELOAD, TH_PRELOAD_COUNT.
+#   unit     the daemon's systemd unit: systemd-analyze security's exposure
+# Environment (CMakeLists.txt): TH_CLI, TH_PRELOAD, TH_PRELOAD_COUNT, TH_UNIT.
 # Exit 0: pass, 1: fail, 77: skipped (with the reason).
 set -u
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/th-system.XXXXXX") || exit 1
@@ -151,8 +152,24 @@ battery)
 		[ ! -e /etc/ld.so.preload ] || fail "the real /etc/ld.so.preload was created"
 	fi
 	;;
+unit)
+	# The daemon's systemd unit, sandboxed as systemd-analyze security asks
+	# (where it applies: see the unit's comments).
+	command -v systemd-analyze >/dev/null 2>&1 ||
+		{ echo "SKIP: systemd-analyze is needed (Debian package: systemd)"; exit 77; }
+	systemd-analyze security --offline=true "$TH_UNIT" >"$TMP/sec" 2>&1 ||
+		fail "systemd-analyze security: $(cat "$TMP/sec")"
+	level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$TMP/sec")
+	[ -n "$level" ] || fail "no exposure level: $(tail -n 3 "$TMP/sec")"
+	awk -v l="$level" 'BEGIN { exit !(l <= 3.0) }' || fail "exposure $level above 3.0: $(grep '✗' "$TMP/sec")"
+	for d in NoNewPrivileges ProtectSystem=strict PrivateNetwork PrivateDevices ProtectKernelLogs \
+		PrivateMounts RestrictSUIDSGID MemoryDenyWriteExecute; do
+		grep -q "^$d" "$TH_UNIT" || fail "the unit lacks $d"
+	done
+	echo "ok: exposure $level"
+	;;
 *)
-	echo "usage: run.sh file|battery" >&2
+	echo "usage: run.sh file|battery|unit" >&2
 	exit 2
 	;;
 esac

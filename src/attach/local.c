@@ -1786,26 +1786,32 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
 }
 
 /* th__coarse_kv's slow path: the kernel's coarse clocks from one consistent
- * copy of its data, after a windup follows a step no record has followed yet;
- * never below the coarse floor, REALTIME never below the G3 floor of the
- * epoch in force. When no copy agrees (the kernel mid-update every time, the
- * records leaving the kernel's line): a fine reading of the same clock, which
- * no coarse reading served before exceeds and no later fine one undercuts
- * (G2-G4; the kernel's coarse clock alone would ignore both floors). */
+ * copy of its data, after a windup follows a step no record has followed yet
+ * (this thread's, or, while another thread holds the windup lock, that
+ * thread's: a bounded wait, kv_wait); never below the coarse floor, REALTIME
+ * never below the G3 floor of the epoch in force. When no copy agrees (the
+ * kernel mid-update every time, the records leaving the kernel's line, a
+ * windup that does not come): a fine reading of the same clock, which no
+ * coarse reading served before exceeds and no later fine one undercuts
+ * (G2-G4; the kernel's coarse clock alone would ignore both floors), though
+ * a later coarse reading, the kernel's, may (hence the wait). */
 int th__coarse_kv_slow(int ci, struct timespec *ts)
 {
 #ifndef TH_SIM
 	struct th_proc *p = &th__P;
 	for (int pass = 0; pass < 3; pass++) {
 		struct th_kconv k;
+		uint64_t cur = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		if (th_kdata_conv(&k) != 0) {
-			th__windup_try();
+			if (!th__windup_try())
+				kv_wait(p, cur);
 			continue;
 		}
 		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
 		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
 		if (off != atomic_load_explicit(&p->kv_off_real, memory_order_relaxed)) {
-			th__windup_try();
+			if (!th__windup_try())
+				kv_wait(p, cur);
 			continue;
 		}
 		uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);

@@ -338,6 +338,7 @@ struct sys_args {
 	const char *preload; /* --preload, or NULL */
 };
 
+/* The arguments: -1 to go on, else the exit status. */
 static int parse(const char *cmd, int argc, char **argv, struct sys_args *a)
 {
 	int system = 0;
@@ -357,7 +358,7 @@ static int parse(const char *cmd, int argc, char **argv, struct sys_args *a)
 		} else {
 			fprintf(stderr, "usage: timehands %s --system%s [--file PATH]\n", cmd,
 				strcmp(cmd, "enable") == 0 ? " [--preload PATH]" : "");
-			return strcmp(argv[i], "--help") == 0 ? 1 : 2;
+			return strcmp(argv[i], "--help") == 0 ? 0 : 2;
 		}
 	}
 	if (!system) {
@@ -367,15 +368,24 @@ static int parse(const char *cmd, int argc, char **argv, struct sys_args *a)
 			a->file);
 		return 2;
 	}
-	return 0;
+	return -1;
+}
+
+/* read_all, the error reported as `cmd`'s. */
+static int read_list(const char *cmd, const char *path, struct buf *in)
+{
+	int exists = read_all(path, in);
+	if (exists < 0)
+		fprintf(stderr, "timehands %s: %s: %s\n", cmd, path, strerror(errno));
+	return exists;
 }
 
 int th_cli_enable(int argc, char **argv)
 {
 	struct sys_args a;
 	int rc = parse("enable", argc, argv, &a);
-	if (rc)
-		return rc == 1 ? 0 : rc;
+	if (rc >= 0)
+		return rc;
 	char entry[PATH_MAX * 2], file[PATH_MAX * 2];
 	if (a.preload) {
 		if (!realpath(a.preload, file)) {
@@ -391,11 +401,9 @@ int th_cli_enable(int argc, char **argv)
 		return 1;
 	}
 	struct buf in, out;
-	int exists = read_all(a.file, &in);
-	if (exists < 0) {
-		fprintf(stderr, "timehands enable: %s: %s\n", a.file, strerror(errno));
+	int exists = read_list("enable", a.file, &in);
+	if (exists < 0)
 		return 1;
-	}
 	size_t len;
 	long at = find_ours(&in, &len);
 	if (at >= 0) {
@@ -432,14 +440,12 @@ int th_cli_disable(int argc, char **argv)
 {
 	struct sys_args a;
 	int rc = parse("disable", argc, argv, &a);
-	if (rc)
-		return rc == 1 ? 0 : rc;
+	if (rc >= 0)
+		return rc;
 	struct buf in, out;
-	int exists = read_all(a.file, &in);
-	if (exists < 0) {
-		fprintf(stderr, "timehands disable: %s: %s\n", a.file, strerror(errno));
+	int exists = read_list("disable", a.file, &in);
+	if (exists < 0)
 		return 1;
-	}
 	int remove_file = 0;
 	int found = exists ? list_remove(&in, &out, &remove_file) : 0;
 	if (found < 0) {

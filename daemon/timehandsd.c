@@ -678,8 +678,9 @@ static void make_socket(void)
 			die("cannot create the socket directory %s: %s", dir, strerror(errno));
 	}
 	char why[160];
-	if (th__page_trust_dir((uint32_t)st.st_uid, (uint32_t)st.st_mode, (uint32_t)getuid(), (uint32_t)geteuid(),
-			       why, sizeof why) != 0)
+	struct th_page_ids ids;
+	th__page_ids(&ids);
+	if (th__page_trust_dir((uint32_t)st.st_uid, (uint32_t)st.st_mode, &ids, why, sizeof why) != 0)
 		die("%s (%s): clients would refuse it", why, dir);
 	if (lstat(path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))

@@ -33,6 +33,8 @@
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/times.h>
@@ -520,6 +522,38 @@ __attribute__((destructor)) static void preload_count_report(void)
 	}
 }
 #endif
+
+/* ------------------------------------------------------------- diagnostics */
+
+/*
+ * A bad TIMEHANDS_* value is reported on stderr only where this process asked
+ * for the preload: LD_PRELOAD names it (timehands run, or by hand). Loaded
+ * from /etc/ld.so.preload, the preload is silent (a system-wide preload must
+ * not add output to every program); `timehands status` still shows the value.
+ * The loader removes LD_PRELOAD from a setuid program's environment, so those
+ * are silent too. Called once, at the first attach.
+ */
+int th__warn_to_stderr(void)
+{
+	static const char name[] = "libtimehands-preload";
+	const char *list = getenv("LD_PRELOAD");
+	if (!list)
+		return 0;
+	/* the loader separates entries with spaces or colons */
+	for (const char *p = list; *p;) {
+		const char *end = p;
+		while (*end && *end != ':' && *end != ' ')
+			end++;
+		const char *base = p;
+		for (const char *q = p; q < end; q++)
+			if (*q == '/')
+				base = q + 1;
+		if ((size_t)(end - base) >= sizeof name - 1 && memcmp(base, name, sizeof name - 1) == 0)
+			return 1;
+		p = *end ? end + 1 : end;
+	}
+	return 0;
+}
 
 /* -------------------------------------------------------------- constructor */
 

@@ -186,17 +186,15 @@ static const char *env_get_one(const char *name, void *ctx)
  */
 static void sanitize_env(void)
 {
-	static const char *const vars[] = {"TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED", "TIMEHANDS_COUNTER",
-					   "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE", "TIMEHANDS_PAGE_RECONNECT"};
 	struct th_config c;
 	th_config_parse(&c, env_get, NULL);
 	if (!c.warning[0])
 		return;
 	fprintf(stderr, "%s\n", c.warning);
-	for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
-		th_config_parse(&c, env_get_one, (void *)vars[i]);
+	for (const char *const *v = th_config_vars; *v; v++) {
+		th_config_parse(&c, env_get_one, (void *)*v);
 		if (c.warning[0])
-			unsetenv(vars[i]);
+			unsetenv(*v);
 	}
 }
 
@@ -284,13 +282,13 @@ static int cmd_run(int argc, char **argv)
 	}
 
 	if (dry) {
-		static const char *const shown[] = {"LD_PRELOAD", "TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED",
-						    "TIMEHANDS_CPUTIME", "TIMEHANDS_PAGE", "TIMEHANDS_COUNTER",
-						    "TIMEHANDS_PAGE_RECONNECT"};
-		for (size_t i = 0; i < sizeof shown / sizeof *shown; i++) {
-			const char *v = getenv(shown[i]);
+		const char *preload = getenv("LD_PRELOAD");
+		if (preload)
+			printf("LD_PRELOAD=%s\n", preload);
+		for (const char *const *name = th_config_vars; *name; name++) {
+			const char *v = getenv(*name);
 			if (v)
-				printf("%s=%s\n", shown[i], v);
+				printf("%s=%s\n", *name, v);
 		}
 		for (int i = optind; i < argc; i++)
 			printf("%s%s", argv[i], i + 1 < argc ? " " : "\n");

@@ -1179,11 +1179,22 @@ static struct th_wipe *map_wipe_page(void)
 	return &wipe_static;
 }
 
+/*
+ * Whether a bad TIMEHANDS_* value may be reported on stderr: yes for a program
+ * that linked the library. The preload overrides this (preload.c): a process
+ * it was loaded into from /etc/ld.so.preload did not ask for timehands and
+ * must not see its output. th_status() carries the warning in every case.
+ */
+__attribute__((weak)) int th__warn_to_stderr(void)
+{
+	return 1;
+}
+
 static void first_attach(struct th_proc *p)
 {
 	th_kclock_init();
 	th_config_parse(&p->cfg, env_get, NULL);
-	if (p->cfg.warning[0]) {
+	if (p->cfg.warning[0] && th__warn_to_stderr()) {
 		size_t n = strlen(p->cfg.warning);
 		p->cfg.warning[n] = '\n';
 		ssize_t w = write(2, p->cfg.warning, n + 1);

@@ -71,9 +71,73 @@ static void close_keep_errno(int fd)
 
 /* ------------------------------------------------------------ policy */
 
-int th__page_trust_uid(uint32_t owner, uint32_t uid, uint32_t euid)
+#define TH_UNTRUSTED " (neither root, this user, nor an owner outside this user namespace)"
+
+int th__page_trust_uid(uint32_t owner, const struct th_page_ids *ids)
 {
-	return owner == 0 || owner == uid || owner == euid;
+	return owner == 0 || owner == ids->uid || owner == ids->euid ||
+	       (ids->outside != TH_PAGE_NO_OUTSIDE && owner == ids->outside);
+}
+
+uint32_t th__page_outside_uid(const char *uid_map, uint32_t overflow)
+{
+	/* lines "first-inside first-outside count"; overflow is mapped when
+	 * some range holds it */
+	const char *p = uid_map;
+	while (*p) {
+		uint64_t v[3] = {0, 0, 0};
+		for (int i = 0; i < 3; i++) {
+			while (*p == ' ' || *p == '\t')
+				p++;
+			if (*p < '0' || *p > '9')
+				return TH_PAGE_NO_OUTSIDE; /* not a uid_map: trust nothing more */
+			while (*p >= '0' && *p <= '9' && v[i] <= UINT32_MAX)
+				v[i] = v[i] * 10 + (uint64_t)(*p++ - '0');
+		}
+		if (overflow >= v[0] && overflow - v[0] < v[2])
+			return TH_PAGE_NO_OUTSIDE;
+		while (*p && *p != '\n')
+			p++;
+		if (*p)
+			p++;
+	}
+	return overflow;
+}
+
+/* The whole of a small /proc file, NUL-terminated; its length or -1. */
+static ssize_t read_proc(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	ssize_t k = read(fd, buf, size - 1);
+	int e = errno;
+	close(fd);
+	errno = e;
+	if (k < 0)
+		return -1;
+	buf[k] = 0;
+	return k;
+}
+
+void th__page_ids(struct th_page_ids *ids)
+{
+	ids->uid = (uint32_t)getuid();
+	ids->euid = (uint32_t)geteuid();
+	ids->outside = TH_PAGE_NO_OUTSIDE;
+	char buf[1024], of[16];
+	/* A uid_map longer than the buffer (many ranges) counts as mapping the
+	 * overflow uid: nothing more is trusted. */
+	ssize_t k = read_proc("/proc/self/uid_map", buf, sizeof buf);
+	if (k <= 0 || (size_t)k >= sizeof buf - 1 || read_proc("/proc/sys/kernel/overflowuid", of, sizeof of) <= 0)
+		return;
+	uint64_t v = 0;
+	const char *p = of;
+	while (*p >= '0' && *p <= '9' && v <= UINT32_MAX)
+		v = v * 10 + (uint64_t)(*p++ - '0');
+	if (p == of || v >= UINT32_MAX)
+		return;
+	ids->outside = th__page_outside_uid(buf, (uint32_t)v);
 }
 
 static void reason_mode(struct th_reason *r, uint32_t mode)
@@ -85,7 +149,7 @@ static void reason_mode(struct th_reason *r, uint32_t mode)
 	th_reason_u64(r, mode & 7);
 }
 
-int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t euid, char *reason, size_t n)
+int th__page_trust_dir(uint32_t owner, uint32_t mode, const struct th_page_ids *ids, char *reason, size_t n)
 {
 	struct th_reason r;
 	th_reason_init(&r, reason, n);
@@ -93,10 +157,10 @@ int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t eui
 		th_reason_str(&r, "the page socket's parent is not a directory");
 		return -EPERM;
 	}
-	if (!th__page_trust_uid(owner, uid, euid)) {
+	if (!th__page_trust_uid(owner, ids)) {
 		th_reason_str(&r, "the page socket's directory is owned by uid ");
 		th_reason_u64(&r, owner);
-		th_reason_str(&r, " (neither root nor this user)");
+		th_reason_str(&r, TH_UNTRUSTED);
 		return -EPERM;
 	}
 	if (mode & (S_IWGRP | S_IWOTH)) {
@@ -143,7 +207,7 @@ int th__page_trust_fd(int seals, int accmode, uint32_t mode, char *reason, size_
 
 /* ------------------------------------------------------------ attach */
 
-static int check_paths(const char *path, uint32_t uid, uint32_t euid, struct th_reason *r, char *reason, size_t n)
+static int check_paths(const char *path, const struct th_page_ids *ids, struct th_reason *r, char *reason, size_t n)
 {
 	size_t len = strlen(path);
 	struct sockaddr_un sa;
@@ -171,7 +235,7 @@ static int check_paths(const char *path, uint32_t uid, uint32_t euid, struct th_
 		reason_errno(r, e);
 		return -e;
 	}
-	int rc = th__page_trust_dir((uint32_t)st.st_uid, (uint32_t)st.st_mode, uid, euid, reason, n);
+	int rc = th__page_trust_dir((uint32_t)st.st_uid, (uint32_t)st.st_mode, ids, reason, n);
 	if (rc) {
 		r->len = strlen(reason);
 		return rc;
@@ -187,10 +251,10 @@ static int check_paths(const char *path, uint32_t uid, uint32_t euid, struct th_
 		th_reason_str(r, " is not a socket");
 		return -EPERM;
 	}
-	if (!th__page_trust_uid((uint32_t)st.st_uid, uid, euid)) {
+	if (!th__page_trust_uid((uint32_t)st.st_uid, ids)) {
 		th_reason_str(r, "the page socket is owned by uid ");
 		th_reason_u64(r, (uint64_t)st.st_uid);
-		th_reason_str(r, " (neither root nor this user)");
+		th_reason_str(r, TH_UNTRUSTED);
 		return -EPERM;
 	}
 	return 0;
@@ -218,7 +282,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 
 /* Connect, check the peer, receive one descriptor. Returns the descriptor or
  * a negative errno; the socket is closed either way. */
-static int receive_fd(const char *path, int timeout_ms, uint32_t uid, uint32_t euid, struct th_reason *r,
+static int receive_fd(const char *path, int timeout_ms, const struct th_page_ids *ids, struct th_reason *r,
 		      uint32_t *peer_pid, uint32_t *peer_uid)
 {
 	int64_t deadline = mono_ns() + (int64_t)timeout_ms * NS_PER_MS;
@@ -270,11 +334,11 @@ static int receive_fd(const char *path, int timeout_ms, uint32_t uid, uint32_t e
 	}
 	*peer_pid = (uint32_t)cred.pid;
 	*peer_uid = (uint32_t)cred.uid;
-	if (!th__page_trust_uid((uint32_t)cred.uid, uid, euid)) {
+	if (!th__page_trust_uid((uint32_t)cred.uid, ids)) {
 		close(s);
 		th_reason_str(r, "the page socket is served by uid ");
 		th_reason_u64(r, (uint64_t)cred.uid);
-		th_reason_str(r, " (neither root nor this user)");
+		th_reason_str(r, TH_UNTRUSTED);
 		return -EPERM;
 	}
 
@@ -352,14 +416,8 @@ int th__page_read_boot_id(uint8_t out[16])
 {
 	char buf[64];
 	memset(out, 0, 16);
-	int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (read_proc("/proc/sys/kernel/random/boot_id", buf, sizeof buf) < 36)
 		return -1;
-	ssize_t k = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (k < 36)
-		return -1;
-	buf[k] = 0;
 	if (th_page_parse_boot_id(buf, out) != 0) {
 		memset(out, 0, 16);
 		return -1;
@@ -406,20 +464,17 @@ static int parse_offsets(const char *p, int64_t *mono, int64_t *boot)
 int th__page_read_timens(int64_t *mono, int64_t *boot)
 {
 	*mono = *boot = 0;
-	int fd = open("/proc/self/timens_offsets", O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
+	char buf[256];
+	ssize_t k = read_proc("/proc/self/timens_offsets", buf, sizeof buf);
+	if (k < 0) {
 		/* No such file on a kernel without time namespaces: every
 		 * process has zero offsets there. Without /proc we do not know. */
 		if (errno != ENOENT)
 			return -1;
 		return access("/proc/self/stat", F_OK) == 0 ? 0 : -1;
 	}
-	char buf[256];
-	ssize_t k = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (k <= 0)
+	if (k == 0)
 		return -1;
-	buf[k] = 0;
 	return parse_offsets(buf, mono, boot);
 }
 
@@ -447,12 +502,13 @@ int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page
 		th_reason_str(&r, "no page path");
 		return -EINVAL;
 	}
-	uint32_t uid = (uint32_t)getuid(), euid = (uint32_t)geteuid();
-	int rc = check_paths(path, uid, euid, &r, reason, n);
+	struct th_page_ids ids;
+	th__page_ids(&ids);
+	int rc = check_paths(path, &ids, &r, reason, n);
 	if (rc)
 		return rc;
 	uint32_t peer_pid = 0, peer_uid = 0;
-	int fd = receive_fd(path, timeout_ms, uid, euid, &r, &peer_pid, &peer_uid);
+	int fd = receive_fd(path, timeout_ms, &ids, &r, &peer_pid, &peer_uid);
 	if (fd < 0)
 		return fd;
 
@@ -470,10 +526,10 @@ int th_page_attach_at(const char *path, int timeout_ms, void *at, struct th_page
 		th_reason_str(&r, "the page descriptor is not a regular file");
 		rc = -EPERM;
 	}
-	if (rc == 0 && !th__page_trust_uid((uint32_t)st.st_uid, uid, euid)) {
+	if (rc == 0 && !th__page_trust_uid((uint32_t)st.st_uid, &ids)) {
 		th_reason_str(&r, "the page memfd is owned by uid ");
 		th_reason_u64(&r, (uint64_t)st.st_uid);
-		th_reason_str(&r, " (neither root nor this user)");
+		th_reason_str(&r, TH_UNTRUSTED);
 		rc = -EPERM;
 	}
 	if (rc == 0 && (st.st_size < (off_t)TH_PAGE_HDR_SIZE || st.st_size > (off_t)MAX_PAGE_BYTES)) {

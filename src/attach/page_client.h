@@ -106,12 +106,31 @@ void th_page_detach(struct th_page_map *m);
 
 /* --- trust policy, exposed for tests --- */
 
-/* 1 when an object owned by `owner` may be trusted by a process whose real
- * and effective uids are `uid` and `euid` (root, or us). */
-int th__page_trust_uid(uint32_t owner, uint32_t uid, uint32_t euid);
+/*
+ * Whom a process trusts to publish its page: root, its real or effective uid,
+ * and, inside a user namespace, an owner outside it. The kernel shows every
+ * uid the namespace does not map as the overflow uid (65534); no process
+ * inside can own such an object, so it was made outside — by root, or by
+ * whoever created the namespace and chose what it mounts (a container's bind
+ * of /run/timehands). Where the overflow uid is itself mapped (the initial
+ * namespace: there it is the user nobody), it is trusted no more than any
+ * other user.
+ */
+#define TH_PAGE_NO_OUTSIDE UINT32_MAX
+struct th_page_ids {
+	uint32_t uid, euid;
+	uint32_t outside; /* the overflow uid where it means "not mapped here", else TH_PAGE_NO_OUTSIDE */
+};
+/* This process's ids (/proc/self/uid_map, /proc/sys/kernel/overflowuid). */
+void th__page_ids(struct th_page_ids *ids);
+/* `overflow` when no range of `uid_map` (the file's text) maps it, else
+ * TH_PAGE_NO_OUTSIDE; also TH_PAGE_NO_OUTSIDE for text that is not a uid_map. */
+uint32_t th__page_outside_uid(const char *uid_map, uint32_t overflow);
+/* 1 when an object owned by `owner` may be trusted. */
+int th__page_trust_uid(uint32_t owner, const struct th_page_ids *ids);
 /* 0 when a socket directory with this owner and mode is acceptable, else
  * -EPERM with a reason. */
-int th__page_trust_dir(uint32_t owner, uint32_t mode, uint32_t uid, uint32_t euid, char *reason, size_t n);
+int th__page_trust_dir(uint32_t owner, uint32_t mode, const struct th_page_ids *ids, char *reason, size_t n);
 /* 0 when a page memfd with these seals, descriptor access mode (O_RDONLY,
  * O_RDWR) and file mode is safe to map, else -EPERM with a reason: sealed
  * against shrinking and growing, and either sealed against writes or held

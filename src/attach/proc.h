@@ -164,6 +164,7 @@ extern struct th_wipe *_Atomic th__wipe TH_HIDDEN;
 
 /* Out of line (local.c). */
 int th__attach(void) TH_HIDDEN;
+int th__warn_to_stderr(void) TH_HIDDEN;
 int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 void th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN;

@@ -6,6 +6,11 @@
 
 #include "timehands.h"
 
+const char *const th_config_vars[] = {
+	"TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED", "TIMEHANDS_PAGE_RECONNECT", "TIMEHANDS_COUNTER",
+	"TIMEHANDS_CPUTIME", "TIMEHANDS_LINE",	  "TIMEHANDS_PAGE",	      NULL,
+};
+
 static int lower(int ch)
 {
 	return ch >= 'A' && ch <= 'Z' ? ch - 'A' + 'a' : ch;

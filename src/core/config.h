@@ -22,6 +22,12 @@
  *                                no system call but clock reads (G9). A page
  *                                that comes back to life (the same daemon
  *                                continued) is used again either way.
+ *   TIMEHANDS_LINE=auto|own      own: timehands' own line even where the
+ *                                kernel's can be followed
+ *
+ * Where the warning goes is the attaching code's choice (local.c): a program
+ * that asked for timehands (linked it, or named the preload in LD_PRELOAD)
+ * gets it on stderr; every process gets it in th_status().
  */
 #ifndef TH_CORE_CONFIG_H
 #define TH_CORE_CONFIG_H
@@ -47,6 +53,10 @@ struct th_config {
 };
 
 typedef const char *(*th_getenv_fn)(const char *name, void *ctx);
+
+/* Every variable th_config_parse reads, NULL-terminated (for the CLI, which
+ * shows and cleans them). */
+extern const char *const th_config_vars[];
 
 /* Parse every variable through `get`; never fails. */
 void th_config_parse(struct th_config *c, th_getenv_fn get, void *ctx);

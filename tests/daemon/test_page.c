@@ -211,21 +211,41 @@ static void test_validator(void)
 static void test_policy(void)
 {
 	char why[200];
-	CHECK(th__page_trust_uid(0, 1000, 1000), "root");
-	CHECK(th__page_trust_uid(1000, 1000, 1000), "self");
-	CHECK(th__page_trust_uid(1000, 1000, 0), "real uid");
-	CHECK(th__page_trust_uid(2000, 1000, 2000), "effective uid");
-	CHECK(!th__page_trust_uid(1001, 1000, 1000), "another user");
-	CHECK(!th__page_trust_uid(65534, 0, 0), "nobody, for root");
-	CHECK(th__page_trust_dir(0, S_IFDIR | 0755, 1000, 1000, why, sizeof why) == 0, "root 0755");
-	CHECK(th__page_trust_dir(1000, S_IFDIR | 0700, 1000, 1000, why, sizeof why) == 0, "own 0700");
-	int rc = th__page_trust_dir(0, S_IFDIR | 01777, 1000, 1000, why, sizeof why);
+	const struct th_page_ids u = {1000, 1000, TH_PAGE_NO_OUTSIDE}, ue = {1000, 2000, TH_PAGE_NO_OUTSIDE},
+				 root = {0, 0, TH_PAGE_NO_OUTSIDE}, userns = {0, 0, 65534};
+	CHECK(th__page_trust_uid(0, &u), "root");
+	CHECK(th__page_trust_uid(1000, &u), "self");
+	CHECK(th__page_trust_uid(1000, &ue), "real uid");
+	CHECK(th__page_trust_uid(2000, &ue), "effective uid");
+	CHECK(!th__page_trust_uid(1001, &u), "another user");
+	CHECK(!th__page_trust_uid(65534, &root), "nobody, for root");
+	CHECK(th__page_trust_uid(65534, &userns), "an owner outside the user namespace");
+	CHECK(!th__page_trust_uid(1001, &userns), "another user, in a user namespace");
+	/* the overflow uid counts as "outside" only where no range maps it */
+	CHECK(th__page_outside_uid("         0          0 4294967295\n", 65534) == TH_PAGE_NO_OUTSIDE,
+	      "initial namespace");
+	CHECK(th__page_outside_uid("         0       1001          1\n", 65534) == 65534, "one uid mapped");
+	CHECK(th__page_outside_uid("0 100000 65536\n", 65534) == TH_PAGE_NO_OUTSIDE, "a range holding 65534");
+	CHECK(th__page_outside_uid("0 100000 65534\n", 65534) == 65534, "a range ending below 65534");
+	CHECK(th__page_outside_uid("0 1000 1\n65534 165534 1\n", 65534) == TH_PAGE_NO_OUTSIDE,
+	      "65534 mapped on a second line");
+	CHECK(th__page_outside_uid("", 65534) == 65534, "no mapping at all (a fresh namespace)");
+	CHECK(th__page_outside_uid("garbage\n", 65534) == TH_PAGE_NO_OUTSIDE, "not a uid_map");
+	CHECK(th__page_outside_uid("0 0\n", 65534) == TH_PAGE_NO_OUTSIDE, "a short line");
+	struct th_page_ids here;
+	th__page_ids(&here);
+	CHECK(here.uid == (uint32_t)getuid() && here.euid == (uint32_t)geteuid(), "th__page_ids: uids");
+	CHECK(th__page_trust_dir(0, S_IFDIR | 0755, &u, why, sizeof why) == 0, "root 0755");
+	CHECK(th__page_trust_dir(1000, S_IFDIR | 0700, &u, why, sizeof why) == 0, "own 0700");
+	int rc = th__page_trust_dir(0, S_IFDIR | 01777, &u, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "world-writable (mode 1777)");
-	rc = th__page_trust_dir(0, S_IFDIR | 0775, 1000, 1000, why, sizeof why);
+	rc = th__page_trust_dir(0, S_IFDIR | 0775, &u, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable");
-	rc = th__page_trust_dir(1001, S_IFDIR | 0755, 1000, 1000, why, sizeof why);
+	rc = th__page_trust_dir(1001, S_IFDIR | 0755, &u, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "owned by uid 1001");
-	rc = th__page_trust_dir(0, S_IFREG | 0755, 1000, 1000, why, sizeof why);
+	rc = th__page_trust_dir(65534, S_IFDIR | 0775, &userns, why, sizeof why);
+	EXPECT_REFUSED(rc, why, -EPERM, "group- or world-writable");
+	rc = th__page_trust_dir(0, S_IFREG | 0755, &u, why, sizeof why);
 	EXPECT_REFUSED(rc, why, -EPERM, "not a directory");
 	int all = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL;
 	int daemon_seals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;

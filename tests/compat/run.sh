@@ -330,9 +330,9 @@ for c in ("CLOCK_PROCESS_CPUTIME_ID", "CLOCK_THREAD_CPUTIME_ID"):
 	[ $? -eq 2 ] || fail "no command: status not 2"
 	# a bad value in the environment: one warning line for the whole run,
 	# also when the program execs others
-	TIMEHANDS_RELAXED=banana TH_COMPAT_PRELOAD=1 "$TH_CLI" run sh -c '"$0/compat_exec" 3' "$B" >/dev/null 2>"$TMP/err" ||
-		fail "bad env value broke the run"
-	[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q 'TIMEHANDS_RELAXED=banana' "$TMP/err" ||
+	TIMEHANDS_RELAXED=banana TIMEHANDS_LINE=sideways TH_COMPAT_PRELOAD=1 "$TH_CLI" run sh -c '"$0/compat_exec" 3' "$B" \
+		>/dev/null 2>"$TMP/err" || fail "bad env value broke the run"
+	[ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q 'TIMEHANDS_RELAXED=banana; TIMEHANDS_LINE=sideways' "$TMP/err" ||
 		fail "expected one warning line: $(cat "$TMP/err")"
 	# the preload alone: one line per process, the safe default
 	TIMEHANDS_CPUTIME=bogus TH_COMPAT_PRELOAD=1 LD_PRELOAD=$TH_PRELOAD "$B/compat_symbols" --quick \

@@ -250,6 +250,50 @@ tier_log "dpkg -i again (upgrade path)"
 dpkg_retry -i "${debs[@]}" || die "dpkg -i (again)"
 check_installed reinstall
 
+# System-wide: the installed CLI lists the installed preload in the
+# /etc/ld.so.preload of a private mount namespace (an overlay of /etc; the
+# machine's own file is never written), every program started there maps it,
+# its clocks are the preload's (the CLI's self-test), and disable restores
+# the file. tests/system's battery counts the reads of many more programs
+# with the counting build.
+if command -v unshare >/dev/null 2>&1; then
+	tier_log "enable --system in a private mount namespace"
+	mkdir "$work/up" "$work/ovl"
+	[ -e /etc/ld.so.preload ] && cp -p /etc/ld.so.preload "$work/real-preload"
+	export work MA
+	unshare --mount --propagation private bash -euo pipefail -c '
+		mount -t overlay overlay -o "lowerdir=/etc,upperdir=$work/up,workdir=$work/ovl" /etc
+		[ -e /etc/ld.so.preload ] && cp -p /etc/ld.so.preload "$work/before"
+		/usr/bin/timehands enable --system >/dev/null
+		p=/usr/lib/$MA/timehands/libtimehands-preload.so
+		grep -qx "$p" /etc/ld.so.preload
+		/usr/bin/timehands status | grep -qx "system_preload: on (/etc/ld.so.preload lists $p)"
+		maps() { # name, command that prints its own maps
+			name=$1
+			shift
+			"$@" >"$work/maps" 2>&1 || { echo "$name failed: $(cat "$work/maps")"; exit 1; }
+			grep -q " $p\$" "$work/maps" || { echo "$name does not map $p"; exit 1; }
+			echo "  $name maps the preload"
+		}
+		maps cat cat /proc/self/maps
+		maps bash bash -c "cat /proc/\$\$/maps"
+		maps sh sh -c "cat /proc/\$\$/maps"
+		command -v python3 >/dev/null && maps python3 python3 -c "print(open(\"/proc/self/maps\").read())"
+		maps perl perl -e "open(my \$f, q(<), q(/proc/self/maps)) or die; print <\$f>"
+		/usr/bin/timehands __preload-selftest || { echo "the preload self-test failed"; exit 1; }
+		/usr/bin/timehands disable --system >/dev/null
+		if [ -e "$work/before" ]; then cmp /etc/ld.so.preload "$work/before"; else [ ! -e /etc/ld.so.preload ]; fi
+		cat /proc/self/maps | { ! grep -q "libtimehands-preload"; }
+	' || die "enable --system with the installed package"
+	if [ -e "$work/real-preload" ]; then
+		cmp -s /etc/ld.so.preload "$work/real-preload" || die "the real /etc/ld.so.preload changed"
+	else
+		[ ! -e /etc/ld.so.preload ] || die "the real /etc/ld.so.preload was created"
+	fi
+else
+	tier_log "no unshare: enable --system with the installed package not checked (Debian package: util-linux)"
+fi
+
 # An operator's `systemctl enable timehandsd` (the link its [Install] section
 # names, made by hand so that nothing starts): the purge must take it away.
 wants=/etc/systemd/system/multi-user.target.wants

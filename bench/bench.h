@@ -5,6 +5,7 @@
  *                page, CPU-time table), tables for people, JSON for machines
  *   percall.c    per-call cost of every operation x implementation, with the
  *                hardware floor, interleaved A B F A B F ... (seed 003 style)
+ *   tails.c      single-read percentiles, quiet and while records are published
  *   scaling.c    1 M calls per thread for 1, 2, 4, 8 threads (seed 002 style)
  *   guarantee.c  counts of kernel / timehands guarantee violations
  *
@@ -41,6 +42,7 @@ struct bench_row {
 	uint64_t calls;      /* per run (per thread for scaling) */
 	double wall_s;       /* scaling: median WALL */
 	double ratio_1t;     /* scaling: per-call cost / the same at 1 thread */
+	double p50, p99, p999, max_ns; /* tails: single reads */
 	char note[96];
 };
 
@@ -101,6 +103,8 @@ void bench_pin(int cpu);
  * only_ops: NULL, or a comma-separated list of operation keys (percall.c).
  */
 enum percall_set { SET_MAIN, SET_PRELOAD, SET_SHARED };
+/* tails.c: single-read percentiles, quiet and while records are published. */
+void tails_run(const struct bench_opts *o, enum percall_set set, const char *impl_name, struct bench_rows *out);
 void percall_run(const struct bench_opts *o, enum percall_set set, const char *impl_name,
 		 const char *only_ops, struct bench_rows *out);
 

@@ -128,7 +128,7 @@ LOOP(floor_load, , , *(volatile uint64_t *)&floor_word)
 #if defined(__x86_64__)
 #define CTR_READ() __rdtsc()
 #define CTR_FENCE() _mm_lfence()
-#define FLOOR_NAMES {"rdtsc", "lfence;rdtsc", "load", "call+lfence;rdtsc", "lfence;rdtsc;mul"}
+#define FLOOR_NAMES {"load", "rdtsc;mul", "lfence;rdtsc;mul"}
 #define HAVE_COUNTER_FLOOR 1
 #elif defined(__aarch64__)
 static inline uint64_t cntvct(void)
@@ -139,43 +139,33 @@ static inline uint64_t cntvct(void)
 }
 #define CTR_READ() cntvct()
 #define CTR_FENCE() __asm__ volatile("isb" ::: "memory")
-#define FLOOR_NAMES {"cntvct", "isb;cntvct", "load", "call+isb;cntvct", "isb;cntvct;mul"}
+#define FLOOR_NAMES {"load", "cntvct;mul", "isb;cntvct;mul"}
 #define HAVE_COUNTER_FLOOR 1
 #else
-#define FLOOR_NAMES {"", "", "load", "", ""}
+#define FLOOR_NAMES {"load", "", ""}
 #define HAVE_COUNTER_FLOOR 0
 #endif
 
 #if HAVE_COUNTER_FLOOR
-LOOP(floor_unordered, , , CTR_READ())
-LOOP(floor_ordered, , CTR_FENCE(), CTR_READ())
-/* What any library call costs at least: a function that only reads the
- * ordered counter into the caller's timespec. */
-static __attribute__((noinline)) int call_ordered(struct timespec *ts)
-{
-	CTR_FENCE();
-	uint64_t c = CTR_READ();
-	ts->tv_sec = (time_t)(c >> 30);
-	ts->tv_nsec = (long)(c & 0x3fffffff);
-	return 0;
-}
-LOOP(floor_call, TS_DECL, call_ordered(&ts), ts.tv_nsec)
-/* What any reader that scales the counter costs at least: the ordered read,
- * then one multiply-add-shift by a rate and offset loaded each time. */
+/* What any reader that scales the counter costs at least (DESIGN.md's
+ * floors): the counter read, unordered or ordered, then one
+ * multiply-add-shift by a rate and offset loaded each time. */
 static struct {
 	uint64_t k, m;
 } conv_params = {12345, (uint64_t)1 << 31};
-LOOP(floor_conv, , CTR_FENCE(),
-     (__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + CTR_READ() * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
+#define CONV(c) \
+	((__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + (c) * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
+LOOP(floor_conv_unordered, , , CONV(CTR_READ()))
+LOOP(floor_conv, , CTR_FENCE(), CONV(CTR_READ()))
 #endif
 
-enum floor_kind { F_UNORDERED, F_ORDERED, F_LOAD, F_CALL, F_CONV, NFLOOR };
+enum floor_kind { F_LOAD, F_CONV_UNORDERED, F_CONV, NFLOOR };
 static const char *const floor_name[NFLOOR] = FLOOR_NAMES;
 static const loop_fn floor_fn[NFLOOR] = {
 #if HAVE_COUNTER_FLOOR
-	floor_unordered, floor_ordered, floor_load, floor_call, floor_conv
+	floor_load, floor_conv_unordered, floor_conv
 #else
-	NULL, NULL, floor_load, NULL, NULL
+	floor_load, NULL, NULL
 #endif
 };
 
@@ -199,34 +189,35 @@ enum {
 	OP_MONOTONIC_RELAXED, NOP
 };
 
+/* Floors (DESIGN.md): a fine reading's is the ordered counter read and one
+ * scaling, a relaxed one's the unordered read and one scaling. */
 #define CLOCK_OP(key, name, id, floor, self, tag) \
 	{key, name, id, floor, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}
 
 static const struct op ops[NOP] = {
-	CLOCK_OP("realtime", "clock_gettime(CLOCK_REALTIME)", CLOCK_REALTIME, F_ORDERED, OP_REALTIME, realtime),
-	CLOCK_OP("monotonic", "clock_gettime(CLOCK_MONOTONIC)", CLOCK_MONOTONIC, F_ORDERED, OP_MONOTONIC, monotonic),
-	/* its floor: the ordered read plus the least scaling a reader does */
+	CLOCK_OP("realtime", "clock_gettime(CLOCK_REALTIME)", CLOCK_REALTIME, F_CONV, OP_REALTIME, realtime),
+	CLOCK_OP("monotonic", "clock_gettime(CLOCK_MONOTONIC)", CLOCK_MONOTONIC, F_CONV, OP_MONOTONIC, monotonic),
 	CLOCK_OP("raw", "clock_gettime(CLOCK_MONOTONIC_RAW)", CLOCK_MONOTONIC_RAW, F_CONV, OP_RAW, raw),
-	CLOCK_OP("boottime", "clock_gettime(CLOCK_BOOTTIME)", CLOCK_BOOTTIME, F_ORDERED, OP_BOOTTIME, boottime),
-	CLOCK_OP("tai", "clock_gettime(CLOCK_TAI)", CLOCK_TAI, F_ORDERED, OP_TAI, tai),
+	CLOCK_OP("boottime", "clock_gettime(CLOCK_BOOTTIME)", CLOCK_BOOTTIME, F_CONV, OP_BOOTTIME, boottime),
+	CLOCK_OP("tai", "clock_gettime(CLOCK_TAI)", CLOCK_TAI, F_CONV, OP_TAI, tai),
 	CLOCK_OP("realtime_coarse", "clock_gettime(CLOCK_REALTIME_COARSE)", CLOCK_REALTIME_COARSE, F_LOAD,
 		 OP_REALTIME_COARSE, realtime_coarse),
 	CLOCK_OP("monotonic_coarse", "clock_gettime(CLOCK_MONOTONIC_COARSE)", CLOCK_MONOTONIC_COARSE, F_LOAD,
 		 OP_MONOTONIC_COARSE, monotonic_coarse),
-	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CALL,
+	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CONV,
 	 OP_MONOTONIC, {NULL, NULL, th_monotonic_call, NULL}},
-	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CALL,
+	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CONV,
 	 OP_REALTIME, {NULL, NULL, th_realtime_call, NULL}},
-	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_ORDERED, OP_GETTIMEOFDAY,
+	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_CONV, OP_GETTIMEOFDAY,
 	 {sys_gettimeofday, libc_gettimeofday, th_gettimeofday_loop, ptr_gettimeofday}},
 	{"time", "time", (clockid_t)-1, F_LOAD, OP_TIME, {SYS_TIME_LOOP, libc_time, th_time_loop, ptr_time}},
 	{"time_call", "time (th_time library call)", (clockid_t)-1, F_LOAD, OP_TIME, {NULL, NULL, th_time_call, NULL}},
-	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_ORDERED, OP_TIMESPEC_GET,
+	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_CONV, OP_TIMESPEC_GET,
 	 {sys_realtime, libc_timespec_get, NULL, ptr_timespec_get}},
 	{"realtime_relaxed", "clock_gettime(TH_CLOCK_REALTIME_RELAXED)", TH_CLOCK_REALTIME_RELAXED,
-	 F_UNORDERED, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
+	 F_CONV_UNORDERED, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
 	{"monotonic_relaxed", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)", TH_CLOCK_MONOTONIC_RELAXED,
-	 F_UNORDERED, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
+	 F_CONV_UNORDERED, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
 };
 
 static int probe(int op, int impl)

@@ -373,8 +373,23 @@ def full_report(doc):
             w("| %s%s | %s | %d | %s |" % (c["check"], " (%s)" % note if note else "", c["guarantee"], reads, " | ".join(cells)))
         w("")
 
+    # tails
+    tails = [r for r in doc["results"] if r.get("table") == "tails"]
+    if tails:
+        w("**Tails** (single reads, each between two ordered counter reads; `empty`: that pair alone; ns; "
+          "publishing: a second thread reads the same clock meanwhile):")
+        w("")
+        w("| read, condition | implementation | p50 | p99 | p99.9 | max | process |")
+        w("|---|---|--:|--:|--:|--:|---|")
+        for r in tails:
+            w("| `%s` | %s | %s | %s | %s | %s | %s |" % (r["op"], r["impl"], fmt_ns(r.get("p50_ns")),
+                                                    fmt_ns(r.get("p99_ns")), fmt_ns(r.get("p999_ns")),
+                                                    fmt_ns(r.get("max_ns")),
+                                                    r.get("note", "").replace("measured in the ", "").replace(" process", "")))
+        w("")
+
     # other tables (the CPU-time program's rows)
-    other = [r for r in doc["results"] if r.get("table") not in ("percall", "floor", "scaling")]
+    other = [r for r in doc["results"] if r.get("table") not in ("percall", "floor", "scaling", "tails")]
     if other:
         w("**CPU-time clocks** (bench/cputime):")
         w("")
@@ -539,6 +554,9 @@ def cmd_validate(args):
                "timespec_get(TIME_UTC)", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)"):
         need(any(r.get("table") == "percall" and r.get("op") == op for r in res), "no per-call row for %s" % op)
     need(any(r.get("table") == "floor" for r in res), "no floor rows")
+    for impl in ("empty", "vdso", "timehands", "timehands (call)"):
+        need(any(r.get("table") == "tails" and r.get("impl") == impl and r.get("p999_ns", 0) > 0 for r in res),
+             "no tails row for %s" % impl)
     for impl in ("vdso", "timehands", "naive-cas"):
         need(any(r.get("table") == "scaling" and r.get("impl") == impl and r.get("threads", 0) > 1 for r in res),
              "no multi-thread scaling row for %s" % impl)

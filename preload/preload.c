@@ -102,6 +102,9 @@ static inline int mode_now(void)
  */
 TH_FINE_FUNCS(read_monotonic, TH_CK_MONO, 1)
 TH_FINE_FUNCS(read_realtime, TH_CK_REAL, 1)
+TH_FINE_FUNCS(read_boottime, TH_CK_BOOT, 1)
+TH_FINE_FUNCS(read_tai, TH_CK_TAI, 1)
+TH_FINE_FUNCS(read_raw, TH_CK_RAW, 1)
 TH_FINE_FUNCS(read_monotonic_relaxed, TH_CK_MONO, 0)
 TH_FINE_FUNCS(read_realtime_relaxed, TH_CK_REAL, 0)
 
@@ -117,18 +120,50 @@ static __attribute__((noinline)) int read_realtime_coarse(struct timespec *ts)
 	return th__coarse_ts(1, ts);
 }
 
-/* Not the common case: TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1, or a
- * NULL pointer. */
+/* Not the common case: TIMEHANDS_DISABLE=1, a NULL pointer, or an id the
+ * entry point does not dispatch itself. */
 static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec *ts)
 {
-	int mode = mode_now();
-	if (mode == PRELOAD_KERNEL) {
+	if (mode_now() == PRELOAD_KERNEL) {
 		/* Extension ids (negative) and a NULL pointer still go through
 		 * the library, which never hands an extension id to the kernel
 		 * and answers NULL with EFAULT like the system call. */
 		if (id >= 0 && ts)
 			return th_kclock_gettime(id, ts);
-		return th_clock_gettime(id, ts);
+	}
+	return th_clock_gettime(id, ts);
+}
+
+/* The other fine ids, apart: in the entry point the compiler would turn the
+ * whole chain into a jump table, and REALTIME's read would pay its indirect
+ * branch. */
+static __attribute__((noinline)) int gettime_more(clockid_t id, struct timespec *ts)
+{
+	if (id == CLOCK_BOOTTIME)
+		return read_boottime(ts);
+	if (id == CLOCK_TAI)
+		return read_tai(ts);
+	if (id == CLOCK_MONOTONIC_RAW)
+		return read_raw(ts);
+	return th_clock_gettime(id, ts);
+}
+
+/* The one clock read every other entry point here uses: each fine id, the
+ * coarse ones and, under TIMEHANDS_RELAXED=1, the relaxed REALTIME and
+ * MONOTONIC straight to its reader (one call, which tail-calls on). */
+static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
+{
+	int mode = mode_now();
+	if (TH_LIKELY(mode == PRELOAD_FULL && ts)) {
+		if (TH_LIKELY(id == CLOCK_MONOTONIC))
+			return read_monotonic(ts);
+		if (id == CLOCK_REALTIME)
+			return read_realtime(ts);
+		if (id == CLOCK_MONOTONIC_COARSE)
+			return read_monotonic_coarse(ts);
+		if (id == CLOCK_REALTIME_COARSE)
+			return read_realtime_coarse(ts);
+		return gettime_more(id, ts);
 	}
 	if (mode == PRELOAD_RELAXED && ts) {
 		if (id == CLOCK_MONOTONIC)
@@ -136,23 +171,7 @@ static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec 
 		if (id == CLOCK_REALTIME)
 			return read_realtime_relaxed(ts);
 	}
-	return th_clock_gettime(id, ts);
-}
-
-/* The one clock read every other entry point here uses. */
-static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
-{
-	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || !ts))
-		return gettime_mode(id, ts);
-	if (TH_LIKELY(id == CLOCK_MONOTONIC))
-		return read_monotonic(ts);
-	if (id == CLOCK_REALTIME)
-		return read_realtime(ts);
-	if (id == CLOCK_MONOTONIC_COARSE)
-		return read_monotonic_coarse(ts);
-	if (id == CLOCK_REALTIME_COARSE)
-		return read_realtime_coarse(ts);
-	return th_clock_gettime(id, ts);
+	return gettime_mode(id, ts);
 }
 
 TH_EXPORT int clock_gettime(clockid_t id, struct timespec *ts)

@@ -120,7 +120,7 @@ struct th__fast {
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
 	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
 	const uint32_t *kseq;            /* minor >= 1: the kernel's data page count (also without ksec) */
-	uint32_t tl_abi;                 /* minor >= 2: TH__TL_ABI if `tl` may be read inline, else 0 */
+	uint32_t tl_abi;                 /* minor >= 2: TH_ABI_VERSION if `tl` may be read inline, else 0 */
 	uint32_t tl_pad;
 	const void *tl;                  /* minor >= 2: this process's own timeline */
 	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
@@ -131,12 +131,6 @@ struct th__fast {
 	uint32_t pad5;
 };
 const struct th__fast *th__fast(void);
-/* The timeline layout the header's inline fine reads know (below): the page
- * format's, versioned with it. */
-#define TH__TL_ABI 2
-#define TH__TL_RING 8u
-#define TH__TL_RINGOFF 64u
-#define TH__TL_REC 320u
 
 #if !defined(TIMEHANDS_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
 /* The slow half of th__time_inline: the layout check, once, and the
@@ -207,21 +201,21 @@ static inline time_t th__time_inline(time_t *t)
  * the switch to the page. Anything else (a process that may not read
  * the counter first, or not yet attached; a record being written or
  * superseded, a kernel-mode record, a counter outside the window, a G3 floor
- * to raise, a library whose timeline layout is not TH__TL_ABI) is the
- * library call. The layout is the page format's
- * (fixed-width, versioned with it; see TH__TL_* above): the timeline's word
- * `cur` at offset 0, then TH__TL_RING records of TH__TL_REC bytes from
- * offset TH__TL_RINGOFF; src/attach/local.c checks each offset used here.
+ * to raise, a library whose record ABI is not this header's) is the library
+ * call. The records and the protocol are declared in <timehands/abi.h>,
+ * versioned (TH_ABI_VERSION); the library's records are laid out as
+ * declared there (src/core/record.h checks every field).
  */
 #if (defined(__x86_64__) || defined(__aarch64__)) && defined(CLOCK_MONOTONIC) && defined(CLOCK_REALTIME) &&   \
 	defined(CLOCK_BOOTTIME) && defined(CLOCK_TAI) && defined(CLOCK_MONOTONIC_RAW)
 #define TH__FINE_INLINE 1
+#include "timehands/abi.h"
 
 /* What the inline reads need from the library, cached per translation unit
  * (every thread computes the same values; ctr_op, below, says when they are
  * all there). */
 struct th__fine_ctx {
-	const unsigned char *tl, *page_tl;
+	const struct th_abi_timeline *tl, *page_tl;
 	const uint64_t *g3;
 	const uint32_t *sh_delta;
 	const uint64_t *sh_ctr;
@@ -262,7 +256,7 @@ static inline void th__fine_fill(void)
 		if (f->minor >= 5 ? __atomic_load_n(&f->attached, __ATOMIC_ACQUIRE) == 0
 				  : __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE) == 0)
 			return;
-		if (f->minor >= 3 && f->tl_abi == TH__TL_ABI && f->tl && f->g3 && f->ctr_early) {
+		if (f->minor >= 3 && f->tl_abi == TH_ABI_VERSION && f->tl && f->g3 && f->ctr_early) {
 			op = __atomic_load_n(f->ctr_early, __ATOMIC_RELAXED);
 			if (op != 1 && op != 2)
 				op = 3;
@@ -274,9 +268,9 @@ static inline void th__fine_fill(void)
 		if (f->kseq)
 			__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
-		__atomic_store_n(&th__fine_cache.page_tl, (const unsigned char *)f->page_tl, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.page_tl, (const struct th_abi_timeline *)f->page_tl, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
-		__atomic_store_n(&th__fine_cache.tl, (const unsigned char *)f->tl, __ATOMIC_RELAXED);
+		__atomic_store_n(&th__fine_cache.tl, (const struct th_abi_timeline *)f->tl, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&th__fine_cache.ctr_op, op, __ATOMIC_RELEASE);
 }
@@ -318,8 +312,6 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
 }
 #endif
 
-#define TH__LD(type, p, off) __atomic_load_n((const type *)(const void *)((p) + (off)), __ATOMIC_RELAXED)
-
 /*
  * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
  * 4 MONOTONIC_RAW: the record's order) from this process's timeline
@@ -328,16 +320,16 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
  * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one): 1 with
  * (*sec, *nsec), or 0 when the library must read.
  */
-static inline __attribute__((always_inline)) int th__fine_rec(const unsigned char *tl, const struct th__fine_ctx *x,
-							      int ck, int ordered, uint32_t op, uint64_t (*ctr)(void),
-							      int64_t *osec, int64_t *onsec)
+static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
+							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
+							      uint64_t (*ctr)(void), int64_t *osec, int64_t *onsec)
 {
 	/* Acquire: the record (or the page mapping and the floors of the
 	 * switch) is loaded after the word that names it; pairs with the
 	 * writer's release commit (or the switch's release CAS). */
-	const unsigned char *own = tl;
-	uint64_t lc = __atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_ACQUIRE), cur = lc;
-	int shared = (lc & 0xffu) == 0xffu;
+	const struct th_abi_timeline *own = tl;
+	uint64_t lc = __atomic_load_n(&own->cur, __ATOMIC_ACQUIRE), cur = lc;
+	int shared = th_abi_cur_slot(lc) == TH_ABI_SLOT_SHARED;
 	/* The counter now, before the record is found; the compiler barrier
 	 * keeps the loads below after it in program order. */
 	uint64_t c = ctr ? ctr() : th__ctr_op(ordered, op);
@@ -347,23 +339,22 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 		if (tl == 0)
 			return 0;
 		/* Acquire: pairs with the daemon's release commit. */
-		cur = __atomic_load_n((const uint64_t *)(const void *)tl, __ATOMIC_ACQUIRE);
+		cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
 	}
-	unsigned slot = (unsigned)(cur & 0xffu);
-	const unsigned char *r = tl + TH__TL_RINGOFF + (slot % TH__TL_RING) * TH__TL_REC;
-	/* Acquire: the fields are loaded after the generation; pairs with the
-	 * writer's release store of the generation. */
-	uint32_t g = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_ACQUIRE);
+	const struct th_abi_rec *r = th_abi_rec_of(tl, cur);
+	/* one base register for every field (the compiler would keep the
+	 * timeline and the slot's offset apart, a register more) */
+	__asm__("" : "+r"(r));
+	uint32_t g = th_abi_read_begin(r);
 	/* The generation of cur's sequence; each check as early as it can be
 	 * made, so that little stays live (as in the library). */
-	uint32_t seq = (uint32_t)(cur >> 8);
-	if (__builtin_expect(g != (seq ? seq : 1u), 0))
+	if (__builtin_expect(g != th_abi_gen_for(th_abi_cur_seq(cur)), 0))
 		return 0;
 	/* A record that is the kernel's conversion at one of its updates
 	 * (ks: that update's count | 2^32) only while the kernel has not
 	 * updated since; the count is loaded after the counter was read.
 	 * Relaxed, as in the library. */
-	uint64_t ks = TH__LD(uint64_t, r, 56);
+	uint64_t ks = TH_ABI_LD(r, kseq);
 	uint32_t kc = __atomic_load_n(__atomic_load_n(&x->kcount, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
 	if (__builtin_expect((((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32))) != 0, 0))
 		return 0;
@@ -372,31 +363,27 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	 * counter falls there (below). A kernel-mode record has an empty
 	 * window at 0 (dlo = ddue = 0; src/core/page.c checks a page's):
 	 * never served here. */
-	uint64_t anchor = TH__LD(uint64_t, r, 8);
-	int64_t ddue = TH__LD(int64_t, r, 24);
-	int64_t hi = TH__LD(int64_t, r, ck == 4 ? 152 : 40);
-	int64_t sec = TH__LD(int64_t, r, 64 + 16 * ck), q = TH__LD(int64_t, r, 72 + 16 * ck);
+	uint64_t anchor = TH_ABI_LD(r, anchor);
+	int64_t ddue = TH_ABI_LD(r, ddue);
+	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
+	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
 	/* Full width: a 16-bit value spilled and reloaded wider defeats the
 	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
 	 * MONOTONIC in the bench). */
-	uint64_t ep = ck == 1 ? (uint64_t)TH__LD(uint16_t, r, 6) : 0;
-	if (shared && ck == 1) {
+	uint64_t ep = ck == TH_ABI_CK_REAL ? (uint64_t)TH_ABI_LD(r, epoch) : 0;
+	if (shared && ck == TH_ABI_CK_REAL) {
 		/* the page numbers its REALTIME epochs itself */
 		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
 		if (dp == 0)
 			return 0;
 		ep = (ep + __atomic_load_n(dp, __ATOMIC_RELAXED)) & 0xffffu;
 	}
-	/* Orders the copies before the re-load of the generation; pairs with
-	 * the writer's release fence after it stored 0 there. */
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	uint32_t g2 = __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED);
+	uint32_t g2 = th_abi_read_end(r);
 	if (__builtin_expect(shared, 0)) {
 		/* The page copy was made while the process still read the
-		 * page (the fence orders the copy before this load): slot and
-		 * sequence of the process's word unchanged. */
-		if (((__atomic_load_n((const uint64_t *)(const void *)own, __ATOMIC_RELAXED) ^ lc) &
-		     (((uint64_t)1 << 40) - 1)) != 0)
+		 * page (th_abi_read_end's fence orders the copy before this
+		 * load): slot and sequence of the process's word unchanged. */
+		if (th_abi_cur_id(__atomic_load_n(&own->cur, __ATOMIC_RELAXED) ^ lc) != 0)
 			return 0;
 		/* The page serves the counter taken first only from the
 		 * counter of the switch on (the library's th__read_tl_v);
@@ -421,13 +408,11 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 	} else {
 		/* Below the anchor, [dlo, min(ddue, 0)) (a window can end
 		 * below its anchor): the slope below it, copied now and
-		 * checked by the generation once more (the fence orders these
-		 * copies before that load, as above). */
+		 * checked by the generation once more. */
 		int64_t d = (int64_t)(c - anchor);
-		int64_t dlo = TH__LD(int64_t, r, 16), lo = TH__LD(int64_t, r, ck == 4 ? 144 : 32);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (d >= 0 || d >= ddue || d < dlo ||
-		    __atomic_load_n((const uint32_t *)(const void *)r, __ATOMIC_RELAXED) != g)
+		int64_t dlo = TH_ABI_LD(r, dlo);
+		int64_t lo = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_lo) : TH_ABI_LD(r, mono_lo);
+		if (d >= 0 || d >= ddue || d < dlo || th_abi_read_retry(r, g))
 			return 0;
 		n = (int64_t)((uint64_t)q + (uint64_t)d * (uint64_t)lo) >> 32;
 	}
@@ -436,7 +421,7 @@ static inline __attribute__((always_inline)) int th__fine_rec(const unsigned cha
 		sec += k;
 		n -= k * 1000000000;
 	}
-	if (ck == 1) {
+	if (ck == TH_ABI_CK_REAL) {
 		/* G3: a second above the floor is the library's to raise
 		 * (relaxed, as in the library: one word). */
 		const uint64_t *g3 = __atomic_load_n(&x->g3, __ATOMIC_RELAXED);

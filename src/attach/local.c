@@ -1076,28 +1076,13 @@ static void reset_writer(struct th_proc *p)
 #if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
 #define TH_INLINE_TL_ABI 0
 #else
-#define TH_INLINE_TL_ABI TH__TL_ABI
+#define TH_INLINE_TL_ABI TH_ABI_VERSION
 #endif
 static struct th__fast fast_state = {TH__FAST_ABI, 5, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
 				      (const uint32_t *)(const void *)&th__P.sh_delta,
 				      (const uint32_t *)(const void *)&th__P.ctr_early,
 				      (const uint64_t *)(const void *)&th__P.sh_ctr, 0, 0};
-
-/* The header's inline reader reads the record at the offsets of the page
- * format; these are the ones it uses. */
-_Static_assert(offsetof(struct th_timeline, cur) == 0 && offsetof(struct th_timeline, ring) == TH__TL_RINGOFF &&
-		       sizeof(struct th_rec) == TH__TL_REC && TH_RING == TH__TL_RING,
-	       "timeline layout of the inline reader");
-_Static_assert(offsetof(struct th_rec, gen) == 0 && offsetof(struct th_rec, epoch) == 6 &&
-		       offsetof(struct th_rec, anchor) == 8 && offsetof(struct th_rec, dlo) == 16 &&
-		       offsetof(struct th_rec, ddue) == 24 && offsetof(struct th_rec, mono_lo) == 32 &&
-		       offsetof(struct th_rec, kseq) == 56 &&
-		       offsetof(struct th_rec, mono_hi) == 40 && offsetof(struct th_rec, at) == 64 &&
-		       offsetof(struct th_rec, raw_lo) == 144 && offsetof(struct th_rec, raw_hi) == 152 &&
-		       offsetof(struct th_ts, nsec_q32) == 8 && TH_CK_MONO == 0 && TH_CK_REAL == 1 &&
-		       TH_CK_BOOT == 2 && TH_CK_TAI == 3 && TH_CK_RAW == 4 && TH_SLOT_SHARED == 0xff,
-	       "record layout of the inline reader");
 
 __attribute__((visibility("default"))) const struct th__fast *th__fast(void)
 {

@@ -45,7 +45,7 @@ struct th_wipe {
  * local timeline's `cur` names the slot TH_SLOT_SHARED while the process
  * reads the page.
  */
-#define TH_SLOT_SHARED 0xffu
+#define TH_SLOT_SHARED TH_ABI_SLOT_SHARED
 struct th_page_area {
 	unsigned char bytes[TH_PAGE_SIZE];
 } __attribute__((aligned(TH_PAGE_SIZE)));

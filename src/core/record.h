@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <stddef.h>
 
+#include "timehands/abi.h"
+
 #ifdef TH_SIM
 void th_sim_step(const char *name); /* the simulation's scheduler may switch threads here */
 #define TH_STEP(name) th_sim_step(name)
@@ -133,11 +135,50 @@ struct th_rec {
 	_Atomic uint64_t flags;    /* TH_RECF_*; 0 in every record a daemon publishes */
 };
 
-_Static_assert(sizeof(struct th_ts) == 16, "record layout is ABI");
-_Static_assert(offsetof(struct th_rec, at) == 64, "record layout is ABI");
-_Static_assert(offsetof(struct th_rec, mono_ns) == 160, "record layout is ABI");
-_Static_assert(offsetof(struct th_rec, coarse) == 224, "record layout is ABI");
-_Static_assert(sizeof(struct th_rec) == 320, "record layout is ABI");
+/* The record is laid out as <timehands/abi.h> declares it, field by field
+ * (the header's inline reader and other processes read it so). */
+#define TH_ABI_SAME(type, abitype, f) \
+	_Static_assert(offsetof(struct type, f) == offsetof(struct abitype, f) && \
+			       sizeof(((struct type *)0)->f) == sizeof(((struct abitype *)0)->f), \
+		       "layout of " #f " differs from <timehands/abi.h>")
+TH_ABI_SAME(th_ts, th_abi_ts, sec);
+TH_ABI_SAME(th_ts, th_abi_ts, nsec_q32);
+TH_ABI_SAME(th_rec, th_abi_rec, gen);
+TH_ABI_SAME(th_rec, th_abi_rec, kind);
+TH_ABI_SAME(th_rec, th_abi_rec, epoch);
+TH_ABI_SAME(th_rec, th_abi_rec, anchor);
+TH_ABI_SAME(th_rec, th_abi_rec, dlo);
+TH_ABI_SAME(th_rec, th_abi_rec, ddue);
+TH_ABI_SAME(th_rec, th_abi_rec, mono_lo);
+TH_ABI_SAME(th_rec, th_abi_rec, mono_hi);
+TH_ABI_SAME(th_rec, th_abi_rec, mono_frac);
+TH_ABI_SAME(th_rec, th_abi_rec, raw_frac);
+TH_ABI_SAME(th_rec, th_abi_rec, kseq);
+TH_ABI_SAME(th_rec, th_abi_rec, at);
+TH_ABI_SAME(th_rec, th_abi_rec, raw_lo);
+TH_ABI_SAME(th_rec, th_abi_rec, raw_hi);
+TH_ABI_SAME(th_rec, th_abi_rec, mono_ns);
+TH_ABI_SAME(th_rec, th_abi_rec, raw_ns);
+TH_ABI_SAME(th_rec, th_abi_rec, off_real);
+TH_ABI_SAME(th_rec, th_abi_rec, off_boot);
+TH_ABI_SAME(th_rec, th_abi_rec, off_tai);
+TH_ABI_SAME(th_rec, th_abi_rec, dhi);
+TH_ABI_SAME(th_rec, th_abi_rec, dmin);
+TH_ABI_SAME(th_rec, th_abi_rec, due_ns);
+TH_ABI_SAME(th_rec, th_abi_rec, coarse);
+TH_ABI_SAME(th_rec, th_abi_rec, tick);
+TH_ABI_SAME(th_rec, th_abi_rec, ceil);
+TH_ABI_SAME(th_rec, th_abi_rec, guard);
+TH_ABI_SAME(th_rec, th_abi_rec, coarse_at);
+TH_ABI_SAME(th_rec, th_abi_rec, bound);
+TH_ABI_SAME(th_rec, th_abi_rec, flags);
+_Static_assert(sizeof(struct th_ts) == sizeof(struct th_abi_ts) && sizeof(struct th_rec) == sizeof(struct th_abi_rec) &&
+		       sizeof(struct th_rec) == 320,
+	       "record layout is ABI");
+_Static_assert((int)TH_CK_MONO == (int)TH_ABI_CK_MONO && (int)TH_CK_REAL == (int)TH_ABI_CK_REAL &&
+		       (int)TH_CK_BOOT == (int)TH_ABI_CK_BOOT && (int)TH_CK_TAI == (int)TH_ABI_CK_TAI &&
+		       (int)TH_CK_RAW == (int)TH_ABI_CK_RAW,
+	       "clock order of <timehands/abi.h>");
 
 /* A reader's private copy of a record: plain integers, taken under the
  * generation protocol by th_snapshot(). */
@@ -170,16 +211,16 @@ struct th_snap {
  * older than the writer's sample, or the commit fails and the writer samples
  * again.
  */
-#define TH_CUR_SLOT(w) ((unsigned)((w) & 0xffu))
-#define TH_CUR_SEQ(w) ((uint32_t)((w) >> 8))
+#define TH_CUR_SLOT(w) th_abi_cur_slot(w)
+#define TH_CUR_SEQ(w) th_abi_cur_seq(w)
 #define TH_CUR_ANN_ONE ((uint64_t)1 << 40)
-#define TH_CUR_ID(w) ((w) & (((uint64_t)1 << 40) - 1)) /* slot and sequence */
+#define TH_CUR_ID(w) th_abi_cur_id(w) /* slot and sequence */
 /* The generation a record committed as sequence `seq` carries (0 means "being
  * written"). A reader accepts a record only with the generation of the
  * sequence its `cur` named: a slot rewritten since (a later sequence, or an
  * attempt not yet committed or abandoned) is never taken for the record the
  * word named (tests/model/timehands.pml checks it; -DBREAK_ANY_GEN removes it). */
-#define TH_GEN_FOR(seq) ((uint32_t)(seq) ? (uint32_t)(seq) : 1u)
+#define TH_GEN_FOR(seq) th_abi_gen_for((uint32_t)(seq))
 #define TH_CUR_GEN(w) TH_GEN_FOR(TH_CUR_SEQ(w))
 #define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))
 
@@ -216,6 +257,17 @@ struct th_timeline {
 _Static_assert(sizeof(struct th_coarse_block) == 56, "timeline layout is ABI");
 _Static_assert(offsetof(struct th_timeline, ring) == 64, "timeline layout is ABI");
 _Static_assert(sizeof(struct th_timeline) == 64 + TH_RING * sizeof(struct th_rec), "timeline layout is ABI");
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, seq);
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, rseq);
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, tick);
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, coarse);
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, sec);
+TH_ABI_SAME(th_coarse_block, th_abi_coarse_block, nsec);
+TH_ABI_SAME(th_timeline, th_abi_timeline, cur);
+TH_ABI_SAME(th_timeline, th_abi_timeline, cb);
+TH_ABI_SAME(th_timeline, th_abi_timeline, ring);
+_Static_assert(sizeof(struct th_timeline) == sizeof(struct th_abi_timeline) && TH_RING == TH_ABI_RING,
+	       "timeline layout of <timehands/abi.h>");
 
 /* ------------------------------------------------------------------ math */
 

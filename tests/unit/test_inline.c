@@ -82,7 +82,8 @@ static uint64_t sw_ctr;                                     /* counter of the sw
 
 static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 {
-	struct th__fine_ctx x = {(const unsigned char *)&tl, (const unsigned char *)&ptl, g3, &delta, &sw_ctr,
+	struct th__fine_ctx x = {(const struct th_abi_timeline *)(const void *)&tl,
+				 (const struct th_abi_timeline *)(const void *)&ptl, g3, &delta, &sw_ctr,
 				 &th__kcount_none, 1};
 	int64_t sec = 0, n = 0;
 	int ok = th__fine_rec(x.tl, &x, ck, 1, 2, fake_ctr, &sec, &n);
@@ -280,7 +281,7 @@ static void test_shared(void)
 	CHECK(read_rec(0, &g3, &ns) == 0, "a kernel-mode page record was read");
 
 	/* no page mapped: the library */
-	struct th__fine_ctx x = {(const unsigned char *)&tl, NULL, &g3, &delta, &sw_ctr, &th__kcount_none, 1};
+	struct th__fine_ctx x = {(const struct th_abi_timeline *)(const void *)&tl, NULL, &g3, &delta, &sw_ctr, &th__kcount_none, 1};
 	int64_t a, b;
 	CHECK(th__fine_rec(x.tl, &x, 0, 1, 2, fake_ctr, &a, &b) == 0, "the shared slot without a page");
 	printf("  page: 2000 readings of the daemon's record equal its line; epochs shifted; refusals as local\n");

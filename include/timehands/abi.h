@@ -1,0 +1,145 @@
+/*
+ * timehands' record ABI: the layout of a timeline and of its records, and the
+ * operations of the protocol by which they are read without a lock. Internal
+ * and versioned, not API: the library lays its records out so (its record.h
+ * asserts every field's offset against these declarations) and publishes
+ * TH_ABI_VERSION to the readers compiled into programs by <timehands.h>,
+ * which read inline only where the library's version is theirs. The version
+ * changes with any change to the layout or to the protocol (what a reader
+ * loads, in which order, and what it must check before it serves a value).
+ *
+ * The protocol, in short (the full account: doc/design.md):
+ *  - the timeline word `cur` names the current record: slot (bits 0-7, 0xff:
+ *    the daemon's page instead), sequence (8-39), announce count (40-63);
+ *  - a record's generation `gen` is th_abi_gen_for(sequence) once committed
+ *    and 0 while it is being written; a reader loads `cur` (acquire), the
+ *    generation (th_abi_read_begin: acquire) and compares it with the one
+ *    `cur` names, copies the fields it needs (relaxed), then checks that the
+ *    generation did not change (th_abi_read_end or _retry: an acquire
+ *    fence, then the generation again), and serves nothing from a copy that fails either
+ *    check. Pairs with the writer's release store of the generation, its
+ *    release fence after setting it to 0, and the release commit of `cur`;
+ *  - a record tied to a kernel update (kseq = the kernel data page's count |
+ *    2^32) is served only while the kernel's count is still that count;
+ *  - the fast window is the counter interval [dlo, ddue) around the anchor
+ *    (an empty window, dlo = ddue = 0: a kernel-mode record, never served
+ *    fast); at and above the anchor a clock's value is
+ *    at[ck].nsec_q32 + d * hi >> 32 ns past at[ck].sec, below it the same
+ *    with lo, where hi and lo are the line's Q32.32 slopes (line 1, raw_*,
+ *    for MONOTONIC_RAW; line 0, mono_*, for the others);
+ *  - the counter is read right after the process's word, before the record
+ *    it names is loaded (ordered reads: RDTSCP or LFENCE;RDTSC on x86-64, a
+ *    fence before the word on arm64); a read of the daemon's page re-checks
+ *    the process's word after the copy and serves only counters from the
+ *    switch to the page on (th__fast.sh_ctr).
+ */
+#ifndef TIMEHANDS_ABI_H
+#define TIMEHANDS_ABI_H
+
+#include <stdint.h>
+
+/* 3: the counter read after the process's word, records tied to kernel
+ * updates (kseq), the page's first-read counter (sh_ctr), windows that may
+ * end below their anchor. */
+#define TH_ABI_VERSION 3
+#define TH_ABI_RING 8u
+#define TH_ABI_SLOT_SHARED 0xffu
+
+/* The clocks of a record, in its order. */
+enum { TH_ABI_CK_MONO = 0, TH_ABI_CK_REAL = 1, TH_ABI_CK_BOOT = 2, TH_ABI_CK_TAI = 3, TH_ABI_CK_RAW = 4 };
+
+/* A clock at the anchor: seconds, and nanoseconds in Q32.32. */
+struct th_abi_ts {
+	int64_t sec;
+	int64_t nsec_q32;
+};
+
+/* One record: 320 bytes, five cache lines. */
+struct th_abi_rec {
+	uint32_t gen;        /* 0 while written; th_abi_gen_for(sequence) once committed */
+	uint16_t kind;       /* line, kernel-mode, transition */
+	uint16_t epoch;      /* REALTIME step epoch */
+	uint64_t anchor;     /* counter value the deltas are taken from */
+	int64_t dlo, ddue;   /* fast window [dlo, ddue) */
+	int64_t mono_lo;     /* line 0 Q32.32 ns per count below the anchor */
+	int64_t mono_hi;     /* and from the anchor on */
+	uint32_t mono_frac, raw_frac;
+	uint64_t kseq;       /* 0, or the kernel update's count | 2^32 */
+	struct th_abi_ts at[5];
+	int64_t raw_lo, raw_hi;
+	uint64_t mono_ns, raw_ns;
+	int64_t off_real, off_boot, off_tai;
+	int64_t dhi, dmin;
+	uint64_t due_ns;
+	uint64_t coarse, tick;
+	uint64_t ceil[2], guard[2];
+	struct th_abi_ts coarse_at[2];
+	uint32_t bound[2];
+	uint64_t flags;
+};
+
+/* The coarse values of the current record, under a count of their own. */
+struct th_abi_coarse_block {
+	uint32_t seq, rseq;
+	uint64_t tick, coarse;
+	int64_t sec[2], nsec[2];
+};
+
+struct th_abi_timeline {
+	uint64_t cur;
+	struct th_abi_coarse_block cb;
+	struct th_abi_rec ring[TH_ABI_RING];
+};
+
+/* The timeline word. */
+static inline unsigned th_abi_cur_slot(uint64_t cur)
+{
+	return (unsigned)(cur & 0xffu);
+}
+static inline uint32_t th_abi_cur_seq(uint64_t cur)
+{
+	return (uint32_t)(cur >> 8);
+}
+/* slot and sequence, without the announce count */
+static inline uint64_t th_abi_cur_id(uint64_t cur)
+{
+	return cur & (((uint64_t)1 << 40) - 1);
+}
+static inline uint32_t th_abi_gen_for(uint32_t seq)
+{
+	return seq ? seq : 1u;
+}
+
+/* The record `cur` names in timeline `tl` (not the page's: see the slot). */
+static inline const struct th_abi_rec *th_abi_rec_of(const struct th_abi_timeline *tl, uint64_t cur)
+{
+	return &tl->ring[th_abi_cur_slot(cur) % TH_ABI_RING];
+}
+
+/* The generation before a copy. Acquire: the fields are loaded after it;
+ * pairs with the writer's release store of the generation. */
+static inline uint32_t th_abi_read_begin(const struct th_abi_rec *r)
+{
+	return __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+}
+
+/* The generation after a copy: the copy stands if it equals the one
+ * th_abi_read_begin returned. The acquire fence orders the copy's loads
+ * (and any later load) before the generation's re-load; pairs with the
+ * writer's release fence after it stored 0 there. */
+static inline uint32_t th_abi_read_end(const struct th_abi_rec *r)
+{
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return __atomic_load_n(&r->gen, __ATOMIC_RELAXED);
+}
+
+/* Nonzero when a copy begun at generation g must be discarded. */
+static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
+{
+	return th_abi_read_end(r) != g;
+}
+
+/* A field of a record, copied (relaxed: the generation orders it). */
+#define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
+
+#endif

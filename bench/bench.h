@@ -1,5 +1,5 @@
 /*
- * timehands-bench: the comparison a user asks for (issue 5).
+ * timehands-bench: the comparison a user asks for.
  *
  *   main.c       options, machine context, child processes (preload, shared
  *                page, CPU-time table), tables for people, JSON for machines

@@ -1,6 +1,6 @@
 /*
  * Guarantee table: how often the kernel's clocks and timehands' clocks break
- * the promises of DESIGN.md, counted over the same number of reads.
+ * the guarantees G2-G4 (README, doc/design.md), counted over the same number of reads.
  *
  * Same thread (one loop, the kernel's and timehands' reads interleaved, so
  * both see the same second boundaries and ticks):

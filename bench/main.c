@@ -4,7 +4,7 @@
  * Prints the machine context, then the per-call table (every operation x
  * syscall / vdso / timehands / timehands-preload / timehands-shared, next to
  * the hardware floor), the scalability table, the guarantee table and the
- * performance targets of DESIGN.md measured in this run; writes the same
+ * performance targets of doc/design.md measured in this run; writes the same
  * figures as JSON. `timehands bench` execs this program.
  *
  * The preload and shared-page figures come from child processes: this very
@@ -929,7 +929,7 @@ static char targets_note[400];
 
 static void evaluate_targets(void)
 {
-	/* DESIGN.md's targets. Fine clocks: never slower than the vDSO (the
+	/* doc/design.md's targets. Fine clocks: never slower than the vDSO (the
 	 * libc call under the preload); over the ordered floor
 	 * (lfence;rdtsc;mul) at most 1 ns inline, 2.5 ns by library call and
 	 * through the preload. Relaxed: at most 1 ns over the unordered floor
@@ -1085,7 +1085,7 @@ static void evaluate_targets(void)
 
 static void print_targets(void)
 {
-	printf("Performance targets (DESIGN.md), measured in this run:\n");
+	printf("Performance targets (doc/design.md), measured in this run:\n");
 	for (int i = 0; i < B.ntargets; i++) {
 		const struct target *t = &B.targets[i];
 		if (strcmp(t->unit, "ns") == 0)

@@ -147,7 +147,7 @@ static inline uint64_t cntvct(void)
 #endif
 
 #if HAVE_COUNTER_FLOOR
-/* What any reader that scales the counter costs at least (DESIGN.md's
+/* What any reader that scales the counter costs at least (doc/design.md's
  * floors): the counter read, unordered or ordered, then one
  * multiply-add-shift by a rate and offset loaded each time. */
 static struct {
@@ -189,7 +189,7 @@ enum {
 	OP_MONOTONIC_RELAXED, NOP
 };
 
-/* Floors (DESIGN.md): a fine reading's is the ordered counter read and one
+/* Floors (doc/design.md): a fine reading's is the ordered counter read and one
  * scaling, a relaxed one's the unordered read and one scaling. */
 #define CLOCK_OP(key, name, id, floor, self, tag) \
 	{key, name, id, floor, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}

@@ -1,7 +1,7 @@
 /*
  * Tails: the distribution of single reads (p50, p99, p99.9, max), not only
  * their mean. A median per loop hides the reads that retry, wait or take a
- * slow path; DESIGN.md asks that timehands' p99.9 and max be no higher than
+ * slow path; doc/design.md asks that timehands' p99.9 and max be no higher than
  * the vDSO's, also while records are being published.
  *
  * Each read is timed on its own with the ordered counter on either side

@@ -1,5 +1,5 @@
 /*
- * timehands-bench-cputime: the CPU-time table (issue 6). The kernel's
+ * timehands-bench-cputime: the CPU-time table. The kernel's
  * times(), clock(), clock_gettime(CLOCK_PROCESS_CPUTIME_ID) and
  * clock_gettime(CLOCK_THREAD_CPUTIME_ID), each a system call, against
  * th_times(), th_clock() and the coarse ids, at 1 and many threads.

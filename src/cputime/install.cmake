@@ -1,4 +1,4 @@
-# Installs the CPU-time man page (issue 6). include() it from the top-level
+# Installs the CPU-time man page. include() it from the top-level
 # CMakeLists.txt after include(GNUInstallDirs).
 install(FILES ${CMAKE_CURRENT_LIST_DIR}/../../doc/man/th_times.3
   DESTINATION ${CMAKE_INSTALL_MANDIR}/man3)

@@ -41,7 +41,7 @@
  *   ltl progress       every read completes, also when the publisher died
  *                      (checked under weak fairness).
  *
- * Readers follow the code after commit 9be5db9: a record is accepted only
+ * Readers follow the code: a record is accepted only
  * with the generation of the sequence `cur` named (TH_CUR_GEN), and the slow
  * path's snapshot is retried while `cur` moves (th_snapshot_progress), giving
  * up to the kernel's clock (kernel_exact) only when it did not move.
@@ -645,8 +645,8 @@ end_dead:
 
 /* The generation a reader accepts: only that of the sequence `cur` named
  * (TH_CUR_GEN(cur) = TH_GEN_FOR(seq) = seq ? seq : 1), never an older or newer
- * record found in the same slot. -DBREAK_ANY_GEN restores the reader before
- * commit 9be5db9: any record not being written (g != 0). */
+ * record found in the same slot. -DBREAK_ANY_GEN makes the reader accept
+ * any record not being written (g != 0), which the model shows unsafe. */
 #ifdef BREAK_ANY_GEN
 #define GEN_OK (g != 0)
 #else
@@ -703,7 +703,8 @@ inline snapshot(ok)
 
 /* th_snapshot_progress: th_snapshot again for as long as `cur` (its slot and
  * sequence: TH_CUR_ID) moves; -1 only when it did not move across a failed
- * round. -DBREAK_NO_PROGRESS: a single round, as before commit 9be5db9. */
+ * round. -DBREAK_NO_PROGRESS: a single round (the model shows it can give up
+ * to the kernel's clock while a writer makes progress). */
 inline snapshot_progress(ok)
 {
 	d_step { bs = cslot; bq = cseq };

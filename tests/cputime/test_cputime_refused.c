@@ -121,7 +121,7 @@ int main(void)
 	/* Nothing used in this process yet: the first child starts cold. */
 	int rc = run_child(0, EPERM, 1);
 	if (rc == 77) {
-		printf("cputime_minus1: seccomp filters unavailable, skipped\n");
+		printf("cputime_refused: seccomp filters unavailable, skipped\n");
 		return 77;
 	}
 	CHECK(rc == 0, "cold child, EPERM");
@@ -133,5 +133,5 @@ int main(void)
 	/* And where the kernel answers, never -1. */
 	for (int i = 0; i < 1000; i++)
 		CHECK(th_clock() != (clock_t)-1, "th_clock() = -1 with a working clock");
-	return cpt_done("cputime_minus1");
+	return cpt_done("cputime_refused");
 }

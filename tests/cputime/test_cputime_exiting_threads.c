@@ -206,5 +206,5 @@ int main(void)
 {
 	seed_shape();
 	churn(3 * NS);
-	return cpt_done("cputime_seed004");
+	return cpt_done("cputime_exiting_threads");
 }

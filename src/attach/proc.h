@@ -246,9 +246,7 @@ static inline __attribute__((always_inline)) int th__read_below(struct th_rec *r
 	uint64_t q = (uint64_t)atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
 	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
 	int64_t lo = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_lo : &r->mono_lo, memory_order_relaxed);
-	atomic_thread_fence(memory_order_acquire);
-	TH_STEP("recheck_gen");
-	if (d >= 0 || d >= ddue || d < dlo || atomic_load_explicit(&r->gen, memory_order_relaxed) != g)
+	if (d >= 0 || d >= ddue || d < dlo || th_rec_read_end(r) != g)
 		return 0;
 	*n = (int64_t)(q + (uint64_t)d * (uint64_t)lo) >> 32;
 	return 1;
@@ -288,8 +286,7 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 	 * process's timeline's address, would otherwise spend one on each
 	 * field's address (and the callee-saved registers of every entry). */
 	__asm__("" : "+r"(r));
-	TH_STEP("read_gen");
-	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	uint32_t g = th_rec_read_begin(r);
 	/* A record being rewritten or rewritten since `cur` named it (g not
 	 * the generation of cur's sequence: retried on the slow path). Each
 	 * check as early as it can be made, so that little stays live. */
@@ -320,11 +317,9 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
 	if (shared && ck == TH_CK_REAL)
 		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
-	/* Orders the copies before the re-load of gen; pairs with the writer's
-	 * release fence after it stored gen = 0. */
-	atomic_thread_fence(memory_order_acquire);
-	TH_STEP("recheck_gen");
-	uint32_t g2 = atomic_load_explicit(&r->gen, memory_order_relaxed);
+	/* The copies before the re-load of gen (and the loads below); pairs
+	 * with the writer's release fence after it stored gen = 0. */
+	uint32_t g2 = th_rec_read_end(r);
 	if (shared) {
 		/* The page copy was made while the process still read the
 		 * page (the fence above orders the copy before this load). */

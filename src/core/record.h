@@ -293,6 +293,23 @@ static inline void th_line_at(uint64_t ns, uint32_t frac, int64_t rate, int64_t 
 
 /* ------------------------------------------------------------ reader side */
 
+/*
+ * The generation protocol's read operations, <timehands/abi.h>'s (the ones
+ * the header's inline reader uses), on the library's records (laid out as
+ * declared there, above). The sim's scheduling points come before each.
+ */
+static inline __attribute__((always_inline)) uint32_t th_rec_read_begin(struct th_rec *r)
+{
+	TH_STEP("read_gen");
+	return th_abi_read_begin((const struct th_abi_rec *)(const void *)r);
+}
+
+static inline __attribute__((always_inline)) uint32_t th_rec_read_end(struct th_rec *r)
+{
+	TH_STEP("recheck_gen");
+	return th_abi_read_end((const struct th_abi_rec *)(const void *)r);
+}
+
 #define TH_READ_TRIES 16 /* then the slow path: a reader never waits for a writer */
 
 /*
@@ -302,9 +319,10 @@ static inline void th_line_at(uint64_t ns, uint32_t frac, int64_t rate, int64_t 
  *
  * Pairing: the acquire load of `cur` pairs with the writer's release CAS in
  * th_commit (the record's contents are visible once the slot is named); the
- * acquire load of `gen` pairs with the writer's release store of the new gen;
- * the acquire fence before the re-load of `gen` pairs with the writer's
- * release fence after it set gen = 0, so a copy that overlapped a rewrite
+ * acquire load of `gen` (th_rec_read_begin) pairs with the writer's release
+ * store of the new gen; the acquire fence before the re-load of `gen`
+ * (th_rec_read_end) pairs with the writer's release fence after it set
+ * gen = 0, so a copy that overlapped a rewrite
  * always sees the generation change (seqlock protocol, C11 fences).
  */
 static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigned *retries)
@@ -313,8 +331,7 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		TH_STEP("read_cur");
 		uint64_t cur = atomic_load_explicit(&tl->cur, memory_order_acquire);
 		struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
-		TH_STEP("read_gen");
-		uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+		uint32_t g = th_rec_read_begin(r);
 		if (g != TH_CUR_GEN(cur)) { /* being rewritten, or rewritten since */
 			++*retries;
 			continue;
@@ -348,11 +365,9 @@ static inline int th_snapshot(struct th_timeline *tl, struct th_snap *s, unsigne
 		s->due_ns = atomic_load_explicit(&r->due_ns, memory_order_relaxed);
 		s->flags = atomic_load_explicit(&r->flags, memory_order_relaxed);
 		s->kseq = atomic_load_explicit(&r->kseq, memory_order_relaxed);
-		/* Orders the field loads above before the gen re-load below;
-		 * pairs with the release fence in th_commit after gen = 0. */
-		atomic_thread_fence(memory_order_acquire);
-		TH_STEP("recheck_gen");
-		if (atomic_load_explicit(&r->gen, memory_order_relaxed) == g && s->kind != TH_REC_EMPTY) {
+		/* The field loads above before the gen re-load; pairs with the
+		 * release fence in th_commit after gen = 0. */
+		if (th_rec_read_end(r) == g && s->kind != TH_REC_EMPTY) {
 			s->gen = g;
 			s->cur = cur;
 			return 0;

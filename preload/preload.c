@@ -287,17 +287,9 @@ static time_t (*_Atomic preload_ktime)(time_t *);
 static __attribute__((noinline)) time_t time_call(time_t *t)
 {
 	time_t (*kt)(time_t *) = atomic_load_explicit(&preload_ktime, memory_order_relaxed);
-	if (kt != NULL) {
-		time_t tk = kt(NULL);
-		/* Relaxed, as in th_time(): the floor is one word, raised at
-		 * most once per second. */
-		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
-			if (t)
-				*t = tk;
-			return tk;
-		}
-	}
+	time_t tk;
+	if (kt != NULL && TH_LIKELY(th__time_kfn(kt, t, &tk)))
+		return tk;
 	return time_other(t);
 }
 

@@ -150,14 +150,10 @@ static __attribute__((noinline)) time_t time_slow(time_t *t, time_t tk, int have
 static __attribute__((noinline)) time_t time_call(time_t *t)
 {
 	time_t (*kt)(time_t *) = th_hw_ktime_fn();
+	time_t tk;
 	if (TH_LIKELY(kt != NULL)) {
-		time_t tk = kt(NULL);
-		uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-		if (TH_LIKELY((uint64_t)tk == (w & TH_G3_SECMASK))) {
-			if (t)
-				*t = tk;
+		if (TH_LIKELY(th__time_kfn(kt, t, &tk)))
 			return tk;
-		}
 		return time_slow(t, tk, 1);
 	}
 	return time_slow(t, 0, 0);

@@ -657,6 +657,22 @@ static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_
 	return 1;
 }
 
+/* th__time_kdata through the kernel's time() `kt` (non-NULL) instead, where
+ * its data page cannot be read: 1 when its second, *out, equals the G3
+ * floor (then also in *t); 0 with the kernel's second in *out otherwise. */
+static inline __attribute__((always_inline)) int th__time_kfn(time_t (*kt)(time_t *), time_t *t, time_t *out)
+{
+	time_t tk = kt(NULL);
+	*out = tk;
+	/* Relaxed, as above. */
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if (TH_UNLIKELY((uint64_t)tk != (w & TH_G3_SECMASK)))
+		return 0;
+	if (t)
+		*t = tk;
+	return 1;
+}
+
 int th__coarse_kv_slow(int ci, struct timespec *ts) TH_HIDDEN;
 
 /*

@@ -7,7 +7,8 @@
  * Each read is timed on its own with the ordered counter on either side
  * (the same fence pair for every implementation; the "empty" row is that
  * pair with no read between). Implementations are interleaved in blocks,
- * so that a disturbance of the machine falls on all of them alike. Two
+ * so that a disturbance of the machine falls on all of them alike; each
+ * block starts after a few hundred unrecorded reads. Two
  * conditions:
  *   quiet       one thread reads;
  *   publishing  a second thread reads the same clock in a loop meanwhile:
@@ -155,7 +156,7 @@ void tails_run(const struct bench_opts *o, enum percall_set set, const char *imp
 		impls[ni++] = (struct impl){NULL, {rd_th_mono, rd_th_real}};
 		impls[ni++] = (struct impl){"(call)", {rd_th_call, rd_th_call}};
 	}
-	const int block = o->quick ? 2000 : 10000, blocks = o->quick ? 5 : 100;
+	const int block = o->quick ? 1000 : 1000, blocks = o->quick ? 20 : 1000;
 	const size_t per = (size_t)block * (size_t)blocks;
 	uint32_t *d = malloc(sizeof *d * per * (size_t)ni);
 	if (!d)
@@ -181,6 +182,11 @@ void tails_run(const struct bench_opts *o, enum percall_set set, const char *imp
 								 __ATOMIC_RELAXED);
 					struct timespec ts;
 					uint32_t *dst = d + per * (size_t)i + n[i];
+					/* warm-up: the first reads after another
+					 * implementation's block find its code and
+					 * branch history cold; not its tail */
+					for (int r = 0; r < 128; r++)
+						f(ids[k], &ts);
 					for (int r = 0; r < block; r++) {
 						uint64_t a = stamp();
 						f(ids[k], &ts);

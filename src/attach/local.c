@@ -82,6 +82,49 @@ static int kernel_exact(int line, int sel, uint64_t *ns)
 	return 0;
 }
 
+static void raise_i64(_Atomic int64_t *a, int64_t v)
+{
+	int64_t cur = atomic_load_explicit(a, memory_order_relaxed);
+	while (cur < v &&
+	       !atomic_compare_exchange_weak_explicit(a, &cur, v, memory_order_seq_cst, memory_order_relaxed))
+		;
+}
+
+/*
+ * The kernel's clock for a reading made while no record exists yet (another
+ * thread is attaching): 1 with *ns, or 0 when the caller must read again
+ * (the first record is there now). A REALTIME or BOOTTIME reading raises the
+ * bound its offset sets (th_proc.koff_lb), then looks whether the writer has
+ * begun measuring the offsets: if so, the writer may have missed the bound,
+ * and the reading is not served; the first record is waited for (bounded) and
+ * read instead.
+ */
+static int kernel_first(struct th_proc *p, int line, int sel, uint64_t *ns)
+{
+	int i = sel == TH_SEL_REAL ? 0 : sel == TH_SEL_BOOT ? 1 : -1;
+	if (i < 0 || line != TH_MONO)
+		return kernel_exact(line, sel, ns) == 0;
+	uint64_t r = (uint64_t)kread_ns(exact_clock(line, sel));
+	int64_t m = kread_ns(CLOCK_MONOTONIC);
+	/* Seq_cst raise and fence: the load of koff_begun comes after the
+	 * raise; pairs with take_sample's store, fence and loads. */
+	raise_i64(&p->koff_lb[i], (int64_t)(r - (uint64_t)m));
+	atomic_thread_fence(memory_order_seq_cst);
+	TH_STEP("first_look");
+	if (!atomic_load_explicit(&p->koff_begun, memory_order_relaxed)) {
+		*ns = r;
+		return 1;
+	}
+	for (int k = 0; k < 4096; k++) {
+		TH_STEP("first_wait");
+		if (TH_CUR_SEQ(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != 0)
+			return 0;
+		th_hw_pause();
+	}
+	*ns = r; /* the writer stalled in its first windup: the kernel's clock */
+	return 1;
+}
+
 static int64_t snap_offset(const struct th_snap *s, int sel)
 {
 	switch (sel) {
@@ -113,7 +156,28 @@ static uint64_t sampler_ctr(void *ctx)
 
 static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 {
+	int first = full && !p->disc.have_offsets;
+	if (first) {
+		/* Seq_cst store, then the fence: the loads of the bounds below
+		 * come after it; pairs with kernel_first's raise, fence and load
+		 * of koff_begun: a reader this load misses sees koff_begun set
+		 * and does not serve its reading. */
+		atomic_store_explicit(&p->koff_begun, 1, memory_order_seq_cst);
+		atomic_thread_fence(memory_order_seq_cst);
+	}
 	th_take_sample(&p->sp, s, ctr, full);
+	if (first) {
+		/* The first offsets not below what the kernel's readings have
+		 * shown (inside the measurement's bracket: a bound outside it
+		 * means the kernel stepped meanwhile, which the next windup
+		 * sees). Relaxed: ordered by the fence above. */
+		int64_t lr = atomic_load_explicit(&p->koff_lb[0], memory_order_relaxed);
+		int64_t lb = atomic_load_explicit(&p->koff_lb[1], memory_order_relaxed);
+		if (lr > s->off_real && lr <= s->off_real + s->off_real_hw)
+			s->off_real = lr;
+		if (lb > s->off_boot && lb <= s->off_boot + s->off_boot_hw)
+			s->off_boot = lb;
+	}
 }
 
 static void quick_sample(struct th_proc *p, struct th_sample *s)
@@ -1531,8 +1595,13 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			continue;
 		/* No record (nothing committed yet, or pass-through): nothing
 		 * was served from a line, the kernel's clock is exact. */
-		if (!ok || (ready && p->passthrough))
+		if (ready && p->passthrough)
 			return kernel_exact(line, sel, ns);
+		if (!ok) {
+			if (kernel_first(p, line, sel, ns))
+				return 0;
+			continue;
+		}
 		have = 1;
 		*epoch = s.epoch;
 		uint64_t v;

@@ -83,6 +83,16 @@ struct th_proc {
 	 * or goes to the slow path). */
 	_Atomic uint32_t kv_on;
 	_Atomic int64_t kv_off_real;
+	/* Before this process's first measurement of its REALTIME and
+	 * BOOTTIME offsets (the first windup), readers get the kernel's own
+	 * clock; each such reading bounds the offset from below (the reading
+	 * minus a MONOTONIC read after it), and the measurement never takes
+	 * less than that bound, so that the records' readings do not undercut
+	 * those readings (G2). koff_begun: the writer has begun that
+	 * measurement (kernel_first, take_sample: a store, a fence and a load
+	 * on either side, so that one of them sees the other's). */
+	_Atomic int64_t koff_lb[2];
+	_Atomic uint32_t koff_begun;
 	_Atomic uint32_t lock; /* windup try-lock: 0 free, 1 held */
 	struct th_shared_floor sh_floor[TH_NCLOCKS];
 	/* The page numbers its REALTIME steps (epochs) itself; this process

@@ -156,17 +156,16 @@ static uint64_t sampler_ctr(void *ctx)
 
 static void take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 {
-	int first = full && !p->disc.have_offsets;
-	if (first) {
+	th_take_sample(&p->sp, s, ctr, full);
+	if (full && !p->disc.have_offsets) {
 		/* Seq_cst store, then the fence: the loads of the bounds below
 		 * come after it; pairs with kernel_first's raise, fence and load
 		 * of koff_begun: a reader this load misses sees koff_begun set
-		 * and does not serve its reading. */
+		 * and does not serve its reading. After the sample, so that
+		 * such readers wait for the commit only, not for the sample's
+		 * kernel reads. */
 		atomic_store_explicit(&p->koff_begun, 1, memory_order_seq_cst);
 		atomic_thread_fence(memory_order_seq_cst);
-	}
-	th_take_sample(&p->sp, s, ctr, full);
-	if (first) {
 		/* The first offsets not below what the kernel's readings have
 		 * shown (inside the measurement's bracket: a bound outside it
 		 * means the kernel stepped meanwhile, which the next windup

@@ -73,10 +73,16 @@ static void close_keep_errno(int fd)
 
 #define TH_UNTRUSTED " (neither root, this user, nor an owner outside this user namespace)"
 
-int th__page_trust_uid(uint32_t owner, const struct th_page_ids *ids)
+static uint32_t read_outside(void);
+
+int th__page_trust_uid(uint32_t owner, struct th_page_ids *ids)
 {
-	return owner == 0 || owner == ids->uid || owner == ids->euid ||
-	       (ids->outside != TH_PAGE_NO_OUTSIDE && owner == ids->outside);
+	if (owner == 0 || owner == ids->uid || owner == ids->euid)
+		return 1;
+	/* read only where it decides: most processes never get here */
+	if (ids->outside == TH_PAGE_OUTSIDE_UNREAD)
+		ids->outside = read_outside();
+	return ids->outside != TH_PAGE_NO_OUTSIDE && owner == ids->outside;
 }
 
 uint32_t th__page_outside_uid(const char *uid_map, uint32_t overflow)
@@ -124,20 +130,26 @@ void th__page_ids(struct th_page_ids *ids)
 {
 	ids->uid = (uint32_t)getuid();
 	ids->euid = (uint32_t)geteuid();
-	ids->outside = TH_PAGE_NO_OUTSIDE;
+	ids->outside = TH_PAGE_OUTSIDE_UNREAD;
+}
+
+/* The overflow uid where this process's user namespace does not map it,
+ * else TH_PAGE_NO_OUTSIDE (also when /proc cannot tell). */
+static uint32_t read_outside(void)
+{
 	char buf[1024], of[16];
 	/* A uid_map longer than the buffer (many ranges) counts as mapping the
 	 * overflow uid: nothing more is trusted. */
 	ssize_t k = read_proc("/proc/self/uid_map", buf, sizeof buf);
 	if (k <= 0 || (size_t)k >= sizeof buf - 1 || read_proc("/proc/sys/kernel/overflowuid", of, sizeof of) <= 0)
-		return;
+		return TH_PAGE_NO_OUTSIDE;
 	uint64_t v = 0;
 	const char *p = of;
 	while (*p >= '0' && *p <= '9' && v <= UINT32_MAX)
 		v = v * 10 + (uint64_t)(*p++ - '0');
-	if (p == of || v >= UINT32_MAX)
-		return;
-	ids->outside = th__page_outside_uid(buf, (uint32_t)v);
+	if (p == of || v >= TH_PAGE_OUTSIDE_UNREAD)
+		return TH_PAGE_NO_OUTSIDE;
+	return th__page_outside_uid(buf, (uint32_t)v);
 }
 
 static void reason_mode(struct th_reason *r, uint32_t mode)
@@ -149,7 +161,7 @@ static void reason_mode(struct th_reason *r, uint32_t mode)
 	th_reason_u64(r, mode & 7);
 }
 
-int th__page_trust_dir(uint32_t owner, uint32_t mode, const struct th_page_ids *ids, char *reason, size_t n)
+int th__page_trust_dir(uint32_t owner, uint32_t mode, struct th_page_ids *ids, char *reason, size_t n)
 {
 	struct th_reason r;
 	th_reason_init(&r, reason, n);
@@ -207,7 +219,7 @@ int th__page_trust_fd(int seals, int accmode, uint32_t mode, char *reason, size_
 
 /* ------------------------------------------------------------ attach */
 
-static int check_paths(const char *path, const struct th_page_ids *ids, struct th_reason *r, char *reason, size_t n)
+static int check_paths(const char *path, struct th_page_ids *ids, struct th_reason *r, char *reason, size_t n)
 {
 	size_t len = strlen(path);
 	struct sockaddr_un sa;
@@ -282,7 +294,7 @@ static int wait_fd(int fd, short events, int64_t deadline)
 
 /* Connect, check the peer, receive one descriptor. Returns the descriptor or
  * a negative errno; the socket is closed either way. */
-static int receive_fd(const char *path, int timeout_ms, const struct th_page_ids *ids, struct th_reason *r,
+static int receive_fd(const char *path, int timeout_ms, struct th_page_ids *ids, struct th_reason *r,
 		      uint32_t *peer_pid, uint32_t *peer_uid)
 {
 	int64_t deadline = mono_ns() + (int64_t)timeout_ms * NS_PER_MS;

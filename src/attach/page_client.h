@@ -117,20 +117,25 @@ void th_page_detach(struct th_page_map *m);
  * other user.
  */
 #define TH_PAGE_NO_OUTSIDE UINT32_MAX
+#define TH_PAGE_OUTSIDE_UNREAD (UINT32_MAX - 1)
 struct th_page_ids {
 	uint32_t uid, euid;
-	uint32_t outside; /* the overflow uid where it means "not mapped here", else TH_PAGE_NO_OUTSIDE */
+	/* the overflow uid where it means "not mapped here", else
+	 * TH_PAGE_NO_OUTSIDE; TH_PAGE_OUTSIDE_UNREAD until an owner check
+	 * needs it (then read from /proc/self/uid_map and
+	 * /proc/sys/kernel/overflowuid) */
+	uint32_t outside;
 };
-/* This process's ids (/proc/self/uid_map, /proc/sys/kernel/overflowuid). */
+/* This process's uids; `outside` left to be read when needed. */
 void th__page_ids(struct th_page_ids *ids);
 /* `overflow` when no range of `uid_map` (the file's text) maps it, else
  * TH_PAGE_NO_OUTSIDE; also TH_PAGE_NO_OUTSIDE for text that is not a uid_map. */
 uint32_t th__page_outside_uid(const char *uid_map, uint32_t overflow);
 /* 1 when an object owned by `owner` may be trusted. */
-int th__page_trust_uid(uint32_t owner, const struct th_page_ids *ids);
+int th__page_trust_uid(uint32_t owner, struct th_page_ids *ids);
 /* 0 when a socket directory with this owner and mode is acceptable, else
  * -EPERM with a reason. */
-int th__page_trust_dir(uint32_t owner, uint32_t mode, const struct th_page_ids *ids, char *reason, size_t n);
+int th__page_trust_dir(uint32_t owner, uint32_t mode, struct th_page_ids *ids, char *reason, size_t n);
 /* 0 when a page memfd with these seals, descriptor access mode (O_RDONLY,
  * O_RDWR) and file mode is safe to map, else -EPERM with a reason: sealed
  * against shrinking and growing, and either sealed against writes or held

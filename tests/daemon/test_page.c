@@ -211,7 +211,7 @@ static void test_validator(void)
 static void test_policy(void)
 {
 	char why[200];
-	const struct th_page_ids u = {1000, 1000, TH_PAGE_NO_OUTSIDE}, ue = {1000, 2000, TH_PAGE_NO_OUTSIDE},
+	struct th_page_ids u = {1000, 1000, TH_PAGE_NO_OUTSIDE}, ue = {1000, 2000, TH_PAGE_NO_OUTSIDE},
 				 root = {0, 0, TH_PAGE_NO_OUTSIDE}, userns = {0, 0, 65534};
 	CHECK(th__page_trust_uid(0, &u), "root");
 	CHECK(th__page_trust_uid(1000, &u), "self");
@@ -234,7 +234,15 @@ static void test_policy(void)
 	CHECK(th__page_outside_uid("0 0\n", 65534) == TH_PAGE_NO_OUTSIDE, "a short line");
 	struct th_page_ids here;
 	th__page_ids(&here);
-	CHECK(here.uid == (uint32_t)getuid() && here.euid == (uint32_t)geteuid(), "th__page_ids: uids");
+	CHECK(here.uid == (uint32_t)getuid() && here.euid == (uint32_t)geteuid() &&
+		      here.outside == TH_PAGE_OUTSIDE_UNREAD,
+	      "th__page_ids: uids, the overflow uid left unread");
+	/* an owner that is neither root nor us makes the check read it
+	 * (1001 is refused wherever this runs: the overflow uid is 65534) */
+	if (here.uid != 1001 && here.euid != 1001) {
+		CHECK(!th__page_trust_uid(1001, &here) && here.outside != TH_PAGE_OUTSIDE_UNREAD,
+		      "another user: refused, the overflow uid read");
+	}
 	CHECK(th__page_trust_dir(0, S_IFDIR | 0755, &u, why, sizeof why) == 0, "root 0755");
 	CHECK(th__page_trust_dir(1000, S_IFDIR | 0700, &u, why, sizeof why) == 0, "own 0700");
 	int rc = th__page_trust_dir(0, S_IFDIR | 01777, &u, why, sizeof why);

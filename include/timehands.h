@@ -97,6 +97,9 @@ struct th_status {
 	 * "timehands" (timehands' line, steered to the kernel's clock),
 	 * "timehandsd" (the daemon's page), "none" (the kernel's clocks) */
 	char line[32];
+	/* how an ordered read takes the counter: "rdtscp", "lfence;rdtsc",
+	 * "isb;cntvct", or "none" where this process does not read it */
+	char counter_read[16];
 };
 
 int th_status(struct th_status *st, size_t size);

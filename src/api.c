@@ -314,6 +314,15 @@ counters:
 		copy_str(st.reason + n, sizeof st.reason - n, p->cfg.warning);
 	}
 	copy_str(st.page_path, sizeof st.page_path, p->cfg.page);
+	uint32_t op = atomic_load_explicit(&p->ctr_early, memory_order_relaxed);
+	copy_str(st.counter_read, sizeof st.counter_read,
+		 op == TH_CTR_LATE     ? "none"
+		 : op == TH_CTR_RDTSCP ? "rdtscp"
+#if defined(__aarch64__)
+				       : "isb;cntvct");
+#else
+				       : "lfence;rdtsc");
+#endif
 	copy_str(st.kernel_tick, sizeof st.kernel_tick,
 		 th__kdata_recheck() ? "data page" : TH_VDSO(clock_gettime) ? "vdso" : "system call");
 

@@ -61,6 +61,7 @@ int th_cli_status(int argc, char **argv)
 		th_emit_str(&e, "mode_at_start", th_cli_mode_name(start.mode));
 	th_emit_str(&e, "counter", th_cli_counter_name(st.counter));
 	th_emit_str(&e, "counter_available", th_cli_counter_name(st.counter_available));
+	th_emit_str(&e, "counter_read", st.counter_read);
 	th_emit_num(&e, "frequency", st.freq_hz, 1, "Hz");
 	th_emit_str(&e, "frequency_source", st.freq_source);
 	th_emit_num(&e, "frequency_nominal", st.freq_nominal_hz, 1, "Hz");

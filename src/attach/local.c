@@ -1114,10 +1114,13 @@ static void reset_writer(struct th_proc *p)
 	th_disc_init(&p->disc, &dc);
 	p->counter_usable = p->trust.usable;
 	/* Relaxed: see th_proc.ctr_early (a fork child recomputes it here from
-	 * the same trust). */
+	 * the same trust). Where the CPU declares LFENCE serializing, LFENCE;RDTSC
+	 * is the cheaper ordered read (AMD Zen: RDTSCP costs more); elsewhere
+	 * RDTSCP is (Intel), and LFENCE;RDTSC is what is left without it. */
 	uint32_t op = !p->counter_usable || p->passthrough ? TH_CTR_LATE
-		      : TH_HW_FENCE_AT_COUNTER && p->trust.rdtscp ? TH_CTR_RDTSCP
-								  : TH_CTR_FENCED;
+		      : TH_HW_FENCE_AT_COUNTER && p->trust.rdtscp && !p->trust.lfence_serializes
+			      ? TH_CTR_RDTSCP
+			      : TH_CTR_FENCED;
 	atomic_store_explicit(&p->ctr_early, op, memory_order_relaxed);
 	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
 	p->wr = (struct th_writer){.tl = &p->tl, .disc = &p->disc, .sp = &p->sp, .tick_ns = p->tick_ns};

@@ -127,7 +127,7 @@ struct th_proc {
 	 * only at or above sh_ctr, th__read_tl_v), and how an ordered read
 	 * reads it: TH_CTR_FENCED (x86 LFENCE;RDTSC; elsewhere the fence
 	 * before the word, then the counter) or TH_CTR_RDTSCP (x86 RDTSCP,
-	 * where the CPU has it). Set
+	 * where the CPU has it and does not declare LFENCE serializing). Set
 	 * at attach where the trust allows the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.

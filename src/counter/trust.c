@@ -121,6 +121,13 @@ static void probe_x86(struct th_trust *t)
 		__cpuid(0x80000001u, a, b, c, d);
 		t->rdtscp = (d >> 27) & 1;
 	}
+	/* AMD's "LFENCE always serializing" bit; Intel defines no such leaf
+	 * (its LFENCE is serializing by the architecture, but RDTSCP is the
+	 * cheaper ordered read there, so the bit is left 0 on Intel). */
+	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000021u) {
+		__cpuid_count(0x80000021u, 0, a, b, c, d);
+		t->lfence_serializes = (a >> 2) & 1;
+	}
 	/* Frequency, most exact source first. */
 	if (max >= 0x15) {
 		__cpuid(0x15, a, b, c, d);

@@ -9,6 +9,9 @@
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 #include <fcntl.h>
 #include <limits.h>
 #include <string.h>
@@ -206,6 +209,30 @@ static void test_status(void)
 		      "error %lld bound %lld", (long long)st.error_ns, (long long)st.error_bound_ns);
 	}
 	CHECK(st.tick_ns > 0, "tick");
+	/* the ordered counter read: the one the status names is the one the
+	 * fast paths use, and on x86 the cheaper one the CPU declares ordered
+	 * (RDTSCP, unless LFENCE is declared always serializing) */
+	const char *want = "none";
+	uint32_t op = *th__fast()->ctr_early;
+	if (op) {
+#if defined(__x86_64__)
+		unsigned a, b, c, d, rdtscp = 0, lfence = 0;
+		if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
+			__cpuid(0x80000001u, a, b, c, d);
+			rdtscp = (d >> 27) & 1;
+		}
+		if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000021u) {
+			__cpuid_count(0x80000021u, 0, a, b, c, d);
+			lfence = (a >> 2) & 1;
+		}
+		want = rdtscp && !lfence ? "rdtscp" : "lfence;rdtsc";
+		CHECK(op == (rdtscp && !lfence ? 2u : 1u), "ctr_early %u, rdtscp %u lfence serializing %u", op, rdtscp, lfence);
+#elif defined(__aarch64__)
+		want = "isb;cntvct";
+#endif
+	}
+	CHECK(strcmp(st.counter_read, want) == 0, "status counter_read \"%s\", expected \"%s\"", st.counter_read, want);
+	CHECK(st.mode == TH_MODE_KERNEL || op != 0, "mode %u without a counter read", st.mode);
 	printf("  status: mode %u counter %u freq %.3f Hz (%s, +-%.3f ppm) error %lld ns +- %lld reason \"%s\"\n",
 	       st.mode, st.counter, st.freq_hz, st.freq_source, st.freq_uncertainty_ppm, (long long)st.error_ns,
 	       (long long)st.error_bound_ns, st.reason);

@@ -499,7 +499,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 						  1, 1, op, 0, &sec, &n),
 				     1)) {
 			tv->tv_sec = (time_t)sec;
-			tv->tv_usec = (__typeof__(tv->tv_usec))((uint64_t)n / 1000u);
+			tv->tv_usec = (__typeof__(tv->tv_usec))th_abi_usec(n);
 			return 0;
 		}
 	}

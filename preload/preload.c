@@ -228,7 +228,7 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 	struct timespec ts;
 	read_realtime_relaxed(&ts);
 	tv->tv_sec = ts.tv_sec;
-	tv->tv_usec = (suseconds_t)(ts.tv_nsec / 1000);
+	tv->tv_usec = (suseconds_t)th_abi_usec(ts.tv_nsec);
 	return 0;
 }
 
@@ -245,7 +245,7 @@ static inline __attribute__((always_inline)) int serve_gettimeofday(struct timev
 		return gettimeofday_mode(tv, tz);
 	struct th_tv v = th__fine_v(TH_CK_REAL, 1);
 	tv->tv_sec = (time_t)v.sec;
-	tv->tv_usec = (suseconds_t)(v.nsec / 1000);
+	tv->tv_usec = (suseconds_t)th_abi_usec(v.nsec);
 	return 0;
 }
 

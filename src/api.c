@@ -120,7 +120,7 @@ TH_API int th_gettimeofday(struct timeval *tv, void *tz)
 		return 0;
 	struct th_tv v = th__fine_v(TH_CK_REAL, 1);
 	tv->tv_sec = (time_t)v.sec;
-	tv->tv_usec = (suseconds_t)((uint64_t)v.nsec / 1000u); /* nsec is in [0, 1e9) */
+	tv->tv_usec = (suseconds_t)th_abi_usec(v.nsec);
 	return 0;
 }
 

@@ -139,6 +139,14 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
 	return th_abi_read_end(r) != g;
 }
 
+/* Microseconds of a normalised nanosecond count in [0, 1e9): 32 bits
+ * wide, so that the division is one multiply and a shift (gettimeofday's
+ * conversion ends every such read). */
+static inline uint32_t th_abi_usec(int64_t nsec)
+{
+	return (uint32_t)nsec / 1000u;
+}
+
 /* A field of a record, copied (relaxed: the generation orders it). */
 #define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
 

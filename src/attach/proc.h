@@ -1,7 +1,7 @@
 /*
  * Per-process state and the read fast paths. One reader (th__fine) serves every
  * fine clock; th__coarse every coarse one. Everything that is not the common
- * case lives out of line in local.c.
+ * case lives out of line in attach.c, windup.c, shared.c and slow.c.
  */
 #ifndef TH_ATTACH_PROC_H
 #define TH_ATTACH_PROC_H
@@ -172,7 +172,7 @@ struct th_proc {
 extern struct th_proc th__P TH_HIDDEN;
 extern struct th_wipe *_Atomic th__wipe TH_HIDDEN;
 
-/* Out of line (local.c). */
+/* Out of line (attach.c, windup.c, slow.c). */
 int th__attach(void) TH_HIDDEN;
 int th__warn_to_stderr(void) TH_HIDDEN;
 int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;

@@ -1,6 +1,6 @@
 /*
  * One windup's reading of the kernel's clocks against the counter, shared by
- * the in-process publisher (local.c) and timehandsd. The kernel and counter
+ * the in-process publisher (windup.c) and timehandsd. The kernel and counter
  * reads are the caller's (the simulation and the daemon's test seam supply
  * their own).
  */

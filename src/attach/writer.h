@@ -1,5 +1,5 @@
 /*
- * The writer's transitions, shared by the in-process publisher (local.c) and
+ * The writer's transitions, shared by the in-process publisher (windup.c, shared.c) and
  * timehandsd: kernel-mode records and the installation of a fresh line
  * through a TRANSIT record (the argument is in writer.c).
  */

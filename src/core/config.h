@@ -25,7 +25,7 @@
  *   TIMEHANDS_LINE=auto|own      own: timehands' own line even where the
  *                                kernel's can be followed
  *
- * Where the warning goes is the attaching code's choice (local.c): a program
+ * Where the warning goes is the attaching code's choice (attach.c): a program
  * that asked for timehands (linked it, or named the preload in LD_PRELOAD)
  * gets it on stderr; every process gets it in th_status().
  */

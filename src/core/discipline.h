@@ -1,6 +1,6 @@
 /*
  * Windup planning: turns the writer's readings of the kernel's clocks into the
- * next record. Pure: the caller (attach/local.c, the daemon, the simulation)
+ * next record. Pure: the caller (attach/windup.c, the daemon, the simulation)
  * takes the sample and publishes the result.
  *
  * MONOTONIC is the disciplined line: its rate is estimated against the

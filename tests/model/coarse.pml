@@ -2,7 +2,7 @@
  * Spin model of the coarse block (struct th_coarse_block in
  * src/core/record.h): its writer publish_coarse (src/core/record.c, after
  * every commit) and its reader th__coarse_blk (src/attach/proc.h), with the
- * coarse slow path (th__coarse_slow, src/attach/local.c) abstracted.
+ * coarse slow path (th__coarse_slow, src/attach/slow.c) abstracted.
  *
  * The record protocol itself (ring, generations, windup) is checked by
  * timehands.pml; here a record is what its sequence names: ghost arrays

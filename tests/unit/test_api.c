@@ -217,11 +217,11 @@ static void test_status(void)
 	if (op) {
 #if defined(__x86_64__)
 		unsigned a, b, c, d, rdtscp = 0, lfence = 0;
-		if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
+		if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000001u) {
 			__cpuid(0x80000001u, a, b, c, d);
 			rdtscp = (d >> 27) & 1;
 		}
-		if (__get_cpuid_max(0x80000000u, NULL) >= 0x80000021u) {
+		if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000021u) {
 			__cpuid_count(0x80000021u, 0, a, b, c, d);
 			lfence = (a >> 2) & 1;
 		}

@@ -1,0 +1,597 @@
+/*
+ * The slow paths: the reads the fast paths of proc.h and the header hand
+ * over (a record due, expired, being replaced, or none), fine and coarse.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "local.h"
+#include "timehands.h"
+
+/* ------------------------------------------------------------ slow paths */
+
+/*
+ * The kernel's clock for a reading made while no record exists yet (another
+ * thread is attaching): 1 with *ns, or 0 when the caller must read again
+ * (the first record is there now). A REALTIME or BOOTTIME reading raises the
+ * bound its offset sets (th_proc.koff_lb), then looks whether the writer has
+ * begun measuring the offsets: if so, the writer may have missed the bound,
+ * and the reading is not served; the first record is waited for (bounded) and
+ * read instead.
+ */
+static int kernel_first(struct th_proc *p, int line, int sel, uint64_t *ns)
+{
+	int i = sel == TH_SEL_REAL ? 0 : sel == TH_SEL_BOOT ? 1 : -1;
+	if (i < 0 || line != TH_MONO)
+		return kernel_exact(line, sel, ns) == 0;
+	uint64_t r = (uint64_t)kread_ns(exact_clock(line, sel));
+	int64_t m = kread_ns(CLOCK_MONOTONIC);
+	/* Seq_cst raise and fence: the load of koff_begun comes after the
+	 * raise; pairs with th__take_sample's store, fence and loads. */
+	raise_i64(&p->koff_lb[i], (int64_t)(r - (uint64_t)m));
+	atomic_thread_fence(memory_order_seq_cst);
+	TH_STEP("first_look");
+	if (!atomic_load_explicit(&p->koff_begun, memory_order_relaxed)) {
+		*ns = r;
+		return 1;
+	}
+	for (int k = 0; k < 4096; k++) {
+		TH_STEP("first_wait");
+		if (TH_CUR_SEQ(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != 0)
+			return 0;
+		th_hw_pause();
+	}
+	*ns = r; /* the writer stalled in its first windup: the kernel's clock */
+	return 1;
+}
+void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
+{
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	uint64_t want = ((uint64_t)epoch << 48) | sec;
+	/* Relaxed is enough: G3 is about reads ordered by happens-before, and
+	 * coherence orders the accesses to this one word. (epoch, second)
+	 * only ever increases (see th__g3_raise). */
+	while (w < want)
+		if (atomic_compare_exchange_weak_explicit(&th__P.g3, &w, want, memory_order_relaxed,
+							  memory_order_relaxed))
+			return;
+}
+
+/* A record whose offsets may not be served: the kernel's own clock for
+ * REALTIME, BOOTTIME and TAI (TH_RECF_KERNEL_OFFSETS). */
+static int exact_offsets(const struct th_snap *s, int line, int sel)
+{
+	return (s->flags & TH_RECF_KERNEL_OFFSETS) && line == TH_MONO && sel != TH_SEL_NONE;
+}
+
+/* A kernel's line the kernel moved on from, while another thread holds the
+ * writer's lock: a moment (bounded: G6) for its windup to commit the next
+ * one, rather than a kernel reading (which, for a pvclock line, would also
+ * make that commit's compare-and-swap fail: th__kv_windup). 1 once the word names
+ * another record. */
+static int kv_wait(struct th_proc *p, uint64_t cur)
+{
+	for (int i = 0; i < 256; i++) {
+		th_hw_pause();
+		if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(cur))
+			return 1;
+	}
+	return 0;
+}
+
+/*
+ * Kernel-served value of clock (line, sel) for a KERNEL/TRANSIT record or an
+ * expired LINE: phi of the kernel's reading (record.h) plus the record's
+ * offset, or the kernel's own clock where the record's offsets may not be
+ * served (its MONOTONIC equivalent, minus the offset, then stands in for the
+ * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
+ * must read again (a new record appeared).
+ */
+int th__kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
+{
+	/* The kernel's line that the kernel has moved on from: its readings
+	 * were the kernel's, so is this one, of the very clock asked for (its
+	 * offsets may be those before a step). */
+	int exact = exact_offsets(s, line, sel) || s->kseq != 0;
+	uint64_t off = (uint64_t)snap_offset(s, sel);
+	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(line, sel) : line_clock(line));
+	uint64_t k = exact ? ke - off : ke;
+	uint64_t C = th_snap_ceiling(s, line);
+	uint64_t m = exact ? k : th_phi(k, C, s->bound[line]);
+	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
+	/* The kernel's counter read happens before what follows. */
+	th_hw_order_after_kread();
+	switch (s->kind) {
+	case TH_REC_LINE: /* expired: a windup may be pending with an older sample */
+		/* A pvclock line below the kernel: the next one must start
+		 * above this reading (th__kv_windup) */
+		if ((k > C || (s->flags & TH_RECF_KPV)) && !th_announce(&p->tl, s->cur))
+			return 0;
+		break;
+	case TH_REC_TRANSIT:
+		if (m > s->guard[line] && !th_announce(&p->tl, s->cur))
+			return 0;
+		break;
+	default: { /* KERNEL: no writer pending; make sure none started before our read */
+		uint64_t now = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_ID(now) != TH_CUR_ID(s->cur))
+			return 0;
+		if (k >= s->due_ns)
+			th__windup_try();
+		break;
+	}
+	}
+	*v = exact ? ke : m + off;
+	return 1;
+}
+
+/* After a copy of the page: the process still reads it, through the word
+ * `lc` that named the shared slot (as in th__read_tl_v). The acquire fence
+ * orders the copy before the re-load; see th__leave_shared. */
+static int page_still_read(struct th_proc *p, uint64_t lc)
+{
+	atomic_thread_fence(memory_order_acquire);
+	return TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) == TH_CUR_ID(lc);
+}
+
+/* A page record's REALTIME epoch in this process's numbering. */
+static uint16_t page_epoch(struct th_proc *p, uint16_t e)
+{
+	return (uint16_t)(e + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
+}
+
+/* A shared-mode value never below the floor of the switch (REALTIME and
+ * TAI: only while the page's epoch is the one of the switch). */
+uint64_t th__above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch)
+{
+	if ((ck == TH_CK_REAL || ck == TH_CK_TAI) &&
+	    epoch != atomic_load_explicit(&p->sh_epoch, memory_order_relaxed))
+		return v;
+	uint64_t f = th__floor_ns(p, ck);
+	return v > f ? v : f;
+}
+
+/*
+ * Slow path while the process reads the page (`lc` names the shared slot).
+ * Returns 1 with *ns set, 0 to read again. A reader never writes to the page,
+ * so an expired page record cannot be announced: the local writer leaves
+ * shared mode (th__leave_shared), and while another thread is doing that, the
+ * value is phi of the kernel against the page record's ceiling and the
+ * floors, checked like a KERNEL record's (no writer of the local timeline can
+ * have started a transition before our kernel read unless cur changed).
+ * `last`: the caller's passes are over; no windup and no second look at the
+ * page's word (th__fine_slow's fallback).
+ */
+static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int ordered, uint64_t *ns,
+			uint16_t *epoch, int last)
+{
+	struct th_snap ps = {0};
+	unsigned retries = 0;
+	int ck = ck_of(line, sel);
+	int have = th_snapshot_progress(th__page_tl(), &ps, &retries) == 0;
+	if (have) {
+		*epoch = page_epoch(p, ps.epoch);
+		if (ps.kind == TH_REC_LINE) {
+			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+			int64_t d = (int64_t)(c - ps.anchor);
+			if (d >= ps.dmin && d <= ps.dhi) {
+				if (d >= ps.ddue)
+					th__windup_try(); /* the daemon is late: check on it */
+				if (d < ps.dlo)
+					d = ps.dlo;
+				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
+				if (!page_still_read(p, lc))
+					return 0; /* read again */
+				*ns = th__above_floor(p, v, ck, page_epoch(p, ps.epoch));
+				return 1;
+			}
+		}
+	}
+	if (!last && th__windup_try())
+		return 0;
+	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	const int lines[TH_NLINES] = {TH_CK_MONO, TH_CK_RAW};
+	uint64_t C = have ? th_snap_ceiling(&ps, line) : 0, f = th__floor_ns(p, lines[line]);
+	uint64_t v = th_phi_page(k, C > f ? C : f, have && ps.bound[line] ? ps.bound[line] : 1000);
+	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
+	th_hw_order_after_kread();
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
+		return 0;
+	/* The page's word still names the record copied, after the kernel
+	 * read (ordered before this load above; acquire, as any load of the
+	 * page's word): else the daemon committed since, maybe a line that
+	 * lags the kernel, which later reads would return below this one;
+	 * read again (as th__kernel_value does for a KERNEL record).
+	 * tests/model/timehands.pml, daemon world: -DBREAK_PAGE_NO_RECHECK. */
+	if (!last && have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
+		return 0;
+	int64_t off = have ? snap_offset(&ps, sel)
+			   : sel == TH_SEL_REAL ? p->disc.off_real
+			   : sel == TH_SEL_BOOT ? p->disc.off_boot
+			   : sel == TH_SEL_TAI  ? p->disc.off_tai
+						: 0;
+	*ns = th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
+	return 1;
+}
+
+/* A commit since a pass of th__fine_slow began: to the process's word
+ * (`pass_cur` at the start of the pass), or, while that word named the
+ * shared slot, to the page's (`pass_page`; shared_value reads again when the
+ * daemon commits during its kernel read). Relaxed: a hint to go on; every
+ * pass loads the words again with acquire. */
+static int records_moved(struct th_proc *p, uint64_t pass_cur, uint64_t pass_page)
+{
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_relaxed)) != TH_CUR_ID(pass_cur))
+		return 1;
+	return TH_CUR_SLOT(pass_cur) == TH_SLOT_SHARED &&
+	       TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed)) != TH_CUR_ID(pass_page);
+}
+
+int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
+{
+	struct th_proc *p = &th__P;
+	*epoch = 0;
+	/* Another thread may be attaching: the records it has published so
+	 * far are used like any others (its windup holds the lock); with none
+	 * yet, the kernel's clock is what every reader got so far. The
+	 * configuration (passthrough) is read only once attached: the acquire
+	 * load in th__ready pairs with the release that ends the attach. */
+	int ready = th__ready();
+	if (!ready) {
+		th__attach();
+		ready = th__ready();
+	}
+	struct th_snap s = {0};
+	int have = 0;
+	/* Four passes, then more only while records keep changing (each pass
+	 * past the fourth needs a commit since the previous one began: a
+	 * stalled writer cannot keep a reader here). Serving phi of a snapshot
+	 * that a commit has superseded could undercut the new line, which may
+	 * lag the kernel (tests/model/timehands.pml: FIX_PASS_RETRY). Announcements
+	 * change only the announce bits, not TH_CUR_ID. */
+	uint64_t pass_cur = 0, pass_page = 0;
+	for (int pass = 0; pass < 4 || records_moved(p, pass_cur, pass_page); pass++) {
+		unsigned retries = 0;
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		pass_cur = lc;
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
+			have = 0; /* a local snapshot of an earlier pass is superseded */
+			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
+			if (shared_value(p, lc, line, sel, ordered, ns, epoch, 0))
+				return 0;
+			continue;
+		}
+		int ok = th_snapshot_progress(&p->tl, &s, &retries) == 0;
+		if (retries)
+			th__account_retries(retries);
+		/* The word moved on since `lc` (to the shared slot, which has no
+		 * local record): read again, from the page. Values of the lines
+		 * were served, so the kernel's clock is not exact here: between
+		 * a REALTIME step and the daemon's next tick it would serve the
+		 * new offset while the page still serves the old one. */
+		if (!ok && TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
+			continue;
+		/* No record (nothing committed yet, or pass-through): nothing
+		 * was served from a line, the kernel's clock is exact. */
+		if (ready && p->passthrough)
+			return kernel_exact(line, sel, ns);
+		if (!ok) {
+			if (kernel_first(p, line, sel, ns))
+				return 0;
+			continue;
+		}
+		have = 1;
+		*epoch = s.epoch;
+		uint64_t v;
+		if (s.kind == TH_REC_LINE) {
+			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+			int64_t d = (int64_t)(c - s.anchor);
+			/* the kernel's line is served only while its update is
+			 * the kernel's latest (record.h, kseq) */
+			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq)) {
+				if (d >= s.ddue)
+					th__windup_try(); /* due; the record stays valid meanwhile */
+				if (d < s.dlo)
+					d = s.dlo; /* counter a little below the base: clamp */
+				*ns = th_line_eval(&s, line, d) + (uint64_t)snap_offset(&s, sel);
+				return 0;
+			}
+			/* expired, or the counter went backwards */
+			if (th__windup_try())
+				continue;
+			if (s.kseq && th__kseq_moved(s.kseq) && kv_wait(p, s.cur))
+				continue;
+		}
+		if (th__kernel_value(p, &s, line, sel, &v)) {
+			*ns = v;
+			return 0;
+		}
+	}
+	/* Four passes failed and no commit since the last one began. When
+	 * every pass read the page: phi of the page's current record, with the
+	 * floors, taken as it is (no windup, no second look at the page's
+	 * word); the kernel's own clock if the process left the page
+	 * meanwhile. */
+	if (!have) { /* the last pass read the page */
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, line, sel, ordered, ns, epoch, 1))
+			return 0;
+		*epoch = 0;
+		return kernel_exact(line, sel, ns);
+	}
+	/* Else phi of the last local record, the current one (never below
+	 * anything returned before it); the kernel's own clock after the
+	 * kernel's line. */
+	if (exact_offsets(&s, line, sel) || s.kseq)
+		return kernel_exact(line, sel, ns);
+	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
+	return 0;
+}
+
+static uint64_t fine_ns(int ck)
+{
+	struct timespec ts;
+	uint16_t ep;
+	th__fine_ts(ck, 1, &ts, &ep);
+	return (uint64_t)ts_ns(&ts);
+}
+
+/* Release: the reading `v` came from (the load of cur that chose the local
+ * records or the page) comes before the raise; pairs with the acquire load
+ * of th__coarse_slow. */
+void th__raise_coarse_floor(struct th_proc *p, uint64_t v)
+{
+	uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+	while (f < v && !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &f, v, memory_order_release,
+							       memory_order_relaxed))
+		;
+}
+
+/*
+ * A coarse reader found a page record whose coarse values are above the
+ * floors of the switch that `lc` names; so are every later record's (the
+ * daemon's coarse values never decrease within an epoch, and the REALTIME
+ * floor holds only in the epoch of the switch): coarse fast reads may skip
+ * the floors. Under the windup lock, so that no switch (which sets the floors
+ * and sh_fresh_fast = 0) can come between the check that `lc` is still
+ * current and the store; a reader that does not get the lock leaves it to a
+ * later one. Release: pairs with the fast path's acquire load, which then
+ * reads this record or a later one.
+ */
+static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
+{
+	uint32_t z = 0;
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire, memory_order_relaxed))
+		return;
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) == TH_CUR_ID(lc))
+		atomic_store_explicit(&p->sh_fresh_fast, atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed),
+				      memory_order_release);
+	/* Release: as in th__windup_try. */
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+}
+
+/* Returns 1 when *ns is the kernel's own REALTIME, read now (a record whose
+ * offsets may not be served): no G3 floor applies to it (th__coarse_real_slow),
+ * the kernel's REALTIME going back only where the kernel stepped it, which
+ * the floor's epoch may not show yet. 0 otherwise. */
+int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
+{
+	struct th_proc *p = &th__P;
+	int exact = 0;
+	*epoch = 0;
+	if (!th__ready())
+		th__attach(); /* as in th__fine_slow */
+	/* Relaxed loads of the fields first_attach sets (it stores them so):
+	 * while another thread is attaching they may still read 0, which
+	 * reads the kernel's clock below with every floor applied. */
+	const int have_kcoarse = __atomic_load_n(&p->have_kcoarse, __ATOMIC_RELAXED);
+	const uint64_t tick_ns = __atomic_load_n(&p->tick_ns, __ATOMIC_RELAXED);
+	if (__atomic_load_n(&p->passthrough, __ATOMIC_RELAXED)) {
+		*ns = (uint64_t)kread_ns(sel == TH_SEL_REAL ? CLOCK_REALTIME_COARSE : CLOCK_MONOTONIC_COARSE);
+		return 0;
+	}
+	for (int pass = 0; pass < 3; pass++) {
+		struct th_snap s = {0};
+		unsigned retries = 0;
+		uint64_t kc = have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
+		/* Acquire, before the load of cur: pairs with the release of
+		 * th__raise_coarse_floor, so that a floor raised from a reading of
+		 * the page comes with a cur that names the page (a floor from
+		 * the page plus a local record's offset could be above the
+		 * page's coarse REALTIME after it). */
+		uint64_t cf = atomic_load_explicit(&p->coarse_floor, memory_order_acquire);
+		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
+			/* The page's coarse value while the daemon ticks; else
+			 * check on it (th__leave_shared) or, while another thread
+			 * does, a fine reading. */
+			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
+			if (!page_still_read(p, lc))
+				continue; /* read again */
+			if (got && s.kind == TH_REC_LINE && have_kcoarse &&
+			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
+				*epoch = page_epoch(p, s.epoch);
+				uint64_t v = s.coarse > cf ? s.coarse : cf;
+				v = th__above_floor(p, v, TH_CK_MONO, page_epoch(p, s.epoch));
+				uint64_t vr = th__above_floor(p, v + (uint64_t)s.off_real, TH_CK_REAL, page_epoch(p, s.epoch));
+				if (atomic_load_explicit(&p->sh_fresh_fast, memory_order_relaxed) == 0 && s.coarse > cf &&
+				    s.coarse > th__floor_ns(p, TH_CK_MONO) &&
+				    (page_epoch(p, s.epoch) != atomic_load_explicit(&p->sh_epoch, memory_order_relaxed) ||
+				     s.coarse + (uint64_t)s.off_real > th__floor_ns(p, TH_CK_REAL)))
+					coarse_floors_passed(p, lc);
+				*ns = sel == TH_SEL_REAL ? vr : v;
+				return 0;
+			}
+			if (th__windup_try())
+				continue;
+			break;
+		}
+		if (th_snapshot_progress(&p->tl, &s, &retries) != 0)
+			break;
+		*epoch = s.epoch;
+		if (s.kind != TH_REC_LINE) {
+			if (s.flags & TH_RECF_COARSE_FINE)
+				break; /* a fine reading, below (th__leave_shared) */
+			if ((s.flags & TH_RECF_KERNEL_OFFSETS) && sel == TH_SEL_REAL) {
+				exact = 1; /* the kernel's REALTIME, below */
+				break;
+			}
+			/* Kernel mode: phi of the kernel's coarse clock, never below
+			 * an earlier coarse value. */
+			uint64_t k = have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
+			uint64_t v = th_phi(k, s.ceil[TH_MONO], s.bound[TH_MONO]);
+			/* A switch in progress must not start its line below
+			 * this value (as th__kernel_value for fine reads): kc was
+			 * read before the snapshot, the guard maybe before kc. */
+			if (s.kind == TH_REC_TRANSIT && v > s.guard[TH_MONO] && !th_announce(&p->tl, s.cur))
+				continue;
+			if (v < s.coarse)
+				v = s.coarse;
+			if (v < cf)
+				v = cf;
+			if (k >= s.due_ns)
+				th__windup_try();
+			*ns = v + (uint64_t)snap_offset(&s, sel);
+			return 0;
+		}
+		if (have_kcoarse && kc - s.tick < tick_ns / 2) {
+			uint64_t v = s.coarse > cf ? s.coarse : cf;
+			*ns = v + (uint64_t)snap_offset(&s, sel);
+			return 0;
+		}
+		if (have_kcoarse && th__windup_try())
+			continue;
+		/* Stale and the writer is busy (or no kernel coarse clock): a
+		 * fine reading, below. Not a fine MONOTONIC reading plus this
+		 * record's offset: the fine reading may come from the page,
+		 * whose offsets may differ from this record's by a few
+		 * nanoseconds (th__page_offsets_agree), and the sum could then be
+		 * above the page's coarse REALTIME that follows it. */
+		break;
+	}
+	/* A fine reading is a valid coarse one; remember it so that coarse
+	 * stays monotonic when an older coarse value is published later. The
+	 * floor is in MONOTONIC: for REALTIME, take it after the returned
+	 * reading, so that floor + offset is not below it. */
+	uint64_t r = exact ? (uint64_t)kread_ns(CLOCK_REALTIME) : sel == TH_SEL_REAL ? fine_ns(TH_CK_REAL) : 0;
+	uint64_t m = fine_ns(TH_CK_MONO);
+	if (have_kcoarse)
+		th__raise_coarse_floor(p, m);
+	*ns = sel == TH_SEL_REAL ? r : m;
+	return exact;
+}
+
+struct th_tv th__fine_slow_v(int ck, int ordered)
+{
+	uint64_t ns;
+	uint16_t ep;
+	struct timespec ts;
+	th__fine_slow(th__ck_line(ck), th__ck_sel(ck), ordered, &ns, &ep);
+	ns_to_ts((int64_t)ns, &ts);
+	if (ck == TH_CK_REAL)
+		th__g3_raise(ts.tv_sec, ep);
+	return (struct th_tv){ts.tv_sec, ts.tv_nsec};
+}
+
+/* The fine read from the daemon's page, one copy per clock. */
+struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
+{
+	switch (ck) {
+	case TH_CK_REAL: return th__read_page_v(TH_CK_REAL, ordered, lc, c, early);
+	case TH_CK_BOOT: return th__read_page_v(TH_CK_BOOT, ordered, lc, c, early);
+	case TH_CK_TAI: return th__read_page_v(TH_CK_TAI, ordered, lc, c, early);
+	case TH_CK_RAW: return th__read_page_v(TH_CK_RAW, ordered, lc, c, early);
+	default: return th__read_page_v(TH_CK_MONO, ordered, lc, c, early);
+	}
+}
+
+/* th__coarse_ts where the kernel's coarse clock is read through the vDSO:
+ * no direct read (kdata.h), or the kernel was updating its page. */
+int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
+{
+	if (!th_hw_have_kcoarse())
+		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
+	struct timespec kts;
+	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
+	return th__coarse_ts_at(ci, ts, cur, (uint64_t)ts_ns(&kts));
+}
+
+/* th__coarse_kv's slow path: the kernel's coarse clocks from one consistent
+ * copy of its data, after a windup follows a step no record has followed yet
+ * (this thread's, or, while another thread holds the windup lock, that
+ * thread's: a bounded wait, kv_wait); never below the coarse floor, REALTIME
+ * never below the G3 floor of the epoch in force. When no copy agrees (the
+ * kernel mid-update every time, the records leaving the kernel's line, a
+ * windup that does not come): a fine reading of the same clock, which no
+ * coarse reading served before exceeds and no later fine one undercuts
+ * (G2-G4; the kernel's coarse clock alone would ignore both floors), though
+ * a later coarse reading, the kernel's, may (hence the wait). */
+int th__coarse_kv_slow(int ci, struct timespec *ts)
+{
+#ifndef TH_SIM
+	struct th_proc *p = &th__P;
+	for (int pass = 0; pass < 3; pass++) {
+		struct th_kconv k;
+		uint64_t cur = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (th_kdata_conv(&k) != 0) {
+			if (!th__windup_try())
+				kv_wait(p, cur);
+			continue;
+		}
+		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
+		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
+		if (off != atomic_load_explicit(&p->kv_off_real, memory_order_relaxed)) {
+			if (!th__windup_try())
+				kv_wait(p, cur);
+			continue;
+		}
+		uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
+		if (m < f)
+			m = f;
+		if (!ci) {
+			ns_to_ts((int64_t)m, ts);
+			return 0;
+		}
+		ns_to_ts((int64_t)(m + (uint64_t)off), ts);
+		uint64_t w = atomic_load_explicit(&p->g3, memory_order_relaxed);
+		if ((int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
+			ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
+			ts->tv_nsec = 0;
+		}
+		return 0;
+	}
+#endif
+	return th__fine(ci ? TH_CK_REAL : TH_CK_MONO, 1, ts);
+}
+
+int th__coarse_real_slow(struct timespec *ts)
+{
+	uint16_t ep;
+	uint64_t ns;
+	int exact = th__coarse_slow(TH_SEL_REAL, &ns, &ep);
+	ns_to_ts((int64_t)ns, ts);
+	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
+	if (!exact && (uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
+		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
+		ts->tv_nsec = 0;
+	}
+	return 0;
+}
+
+int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)
+{
+	uint64_t ns;
+	uint16_t ep;
+	th__coarse_slow(ci ? TH_SEL_REAL : TH_SEL_NONE, &ns, epoch ? epoch : &ep);
+	ns_to_ts((int64_t)ns, ts);
+	return 0;
+}

@@ -1,0 +1,419 @@
+/*
+ * Local mode: the process publishes its own records. There is no thread: the
+ * first reader that finds the record due winds it up under a try-lock, and a
+ * reader that finds the lock held keeps using the current record (still valid
+ * until its expiry) or, past the expiry, takes the kernel's clock through the
+ * announce protocol (record.h) so that the stalled writer cannot publish a
+ * line below what was returned. Nobody ever waits for the writer.
+ *
+ * Mode changes keep G2 by construction:
+ *   line -> kernel: a KERNEL record carries the old line's largest value as a
+ *     floor; kernel readings below it are raised to it (a line that ran ahead
+ *     of the kernel by up to its error bound hands over without a step back);
+ *   kernel -> line: a TRANSIT record is published first with a guard a little
+ *     above the kernel's present value; readers that see a kernel value above
+ *     the guard announce themselves; the line is committed with a
+ *     compare-and-swap and starts at or above the guard.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "local.h"
+#include "timehands.h"
+
+void th__take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
+{
+	th_take_sample(&p->sp, s, ctr, full);
+	if (full && !p->disc.have_offsets) {
+		/* Seq_cst store, then the fence: the loads of the bounds below
+		 * come after it; pairs with kernel_first's raise, fence and load
+		 * of koff_begun: a reader this load misses sees koff_begun set
+		 * and does not serve its reading. After the sample, so that
+		 * such readers wait for the commit only, not for the sample's
+		 * kernel reads. */
+		atomic_store_explicit(&p->koff_begun, 1, memory_order_seq_cst);
+		atomic_thread_fence(memory_order_seq_cst);
+		/* The first offsets not below what the kernel's readings have
+		 * shown (inside the measurement's bracket: a bound outside it
+		 * means the kernel stepped meanwhile, which the next windup
+		 * sees). Relaxed: ordered by the fence above. */
+		int64_t lr = atomic_load_explicit(&p->koff_lb[0], memory_order_relaxed);
+		int64_t lb = atomic_load_explicit(&p->koff_lb[1], memory_order_relaxed);
+		if (lr > s->off_real && lr <= s->off_real + s->off_real_hw)
+			s->off_real = lr;
+		if (lb > s->off_boot && lb <= s->off_boot + s->off_boot_hw)
+			s->off_boot = lb;
+	}
+}
+
+void th__quick_sample(struct th_proc *p, struct th_sample *s)
+{
+	th_quick_sample(&p->sp, s);
+}
+
+/* ------------------------------------------------------------------ windup */
+
+static void set_reason(struct th_proc *p, const char *msg, uint64_t n)
+{
+	char num[24];
+	int k = 0;
+	char tmp[24];
+	do {
+		tmp[k++] = (char)('0' + n % 10);
+		n /= 10;
+	} while (n);
+	for (int i = 0; i < k; i++)
+		num[i] = tmp[k - 1 - i];
+	num[k] = 0;
+	size_t j = 0;
+	for (const char *m = msg; *m && j + 1 < sizeof p->reason; m++) {
+		if (*m == '%') {
+			for (const char *q = num; *q && j + 1 < sizeof p->reason; q++)
+				p->reason[j++] = *q;
+		} else {
+			p->reason[j++] = *m;
+		}
+	}
+	p->reason[j] = 0;
+}
+
+static void note_jump(struct th_proc *p, uint64_t now)
+{
+	p->jumps[0] = p->jumps[1];
+	p->jumps[1] = p->jumps[2];
+	p->jumps[2] = now ? now : 1;
+	if (p->jumps[0] && now - p->jumps[0] < 60 * (uint64_t)NS_PER_S) {
+		p->distrust_ns = p->distrust_ns ? p->distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
+		if (p->distrust_ns > 600 * (uint64_t)NS_PER_S)
+			p->distrust_ns = 600 * (uint64_t)NS_PER_S;
+		p->distrust_until = now + p->distrust_ns;
+		p->jumps[0] = p->jumps[1] = p->jumps[2] = 0;
+		atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
+		set_reason(p, "the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
+			   p->distrust_ns / NS_PER_S);
+	}
+}
+
+void th__publish_kernel(struct th_proc *p, const struct th_snap *prev, const struct th_sample *s,
+			uint64_t due_in)
+{
+	struct th_rec_val v;
+	th_writer_kernel(&p->wr, prev, s, due_in, 0, &v);
+}
+
+/* A fresh line after `prev` (writer.c). */
+int th__install_line(struct th_proc *p, const struct th_snap *prev, int have_prev)
+{
+	return th_writer_install(&p->wr, have_prev ? prev : NULL);
+}
+
+/* Test seam: called by a windup while it holds the lock (tests raise a signal
+ * here to read the clocks from a handler that interrupted a windup). */
+void (*th__test_windup_hook)(void) TH_HIDDEN;
+
+#ifndef TH_SIM
+/*
+ * The kernel's own line: where the kernel computes time from the counter and
+ * publishes its conversion at each of its updates (kdata.h, th_kconv), the
+ * record is that conversion, exactly (its Q32 rates are mult << (32 - shift),
+ * its bases the kernel's), tied to the update by the kernel's count (kseq):
+ * readers serve it only while the kernel has not updated since, so every
+ * reading is the one the kernel's vDSO would compute at that counter, through
+ * rate changes, ticks, PLL slews and steps alike. Nothing is measured or
+ * steered. Returns 1 when it published (or had to leave the kernel's line for
+ * a kernel-mode record), 0 when the discipline's line is to go on, 2 when it
+ * is to run out first (then the kernel's line follows it).
+ */
+int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
+{
+	struct th_kconv k;
+	struct th_rec_val v;
+	int rc = th_kdata_conv(&k);
+	if (rc == -2 && prev && prev->kseq)
+		return 1; /* the kernel mid-update: its clock serves until the next try */
+	/* The counter after the copy: the pvclock line is anchored there. */
+	uint64_t c = th_hw_ctr_ordered();
+	int rr = rc == 0 ? th_kconv_record(&k, c, &v) : -1;
+	if (rr == -2 && prev && prev->kseq)
+		return 1; /* a counter behind the kernel's update: as above */
+	int conv = rr == 0;
+	if (!conv) {
+		if (!prev || !prev->kseq)
+			return 0;
+		/* Leaving the kernel's line (its clock mode changed, a switch
+		 * of clocksource): it was the kernel's clock, so a kernel-mode
+		 * record with no ceiling follows it without a step. */
+		TH_STEP("kv_leave");
+		/* The discipline knows the kernel's old rate exactly; the new
+		 * clock's may differ by the ppm two clocksources disagree by:
+		 * a new baseline, with the uncertainty of a fresh estimate. */
+		for (int l = 0; l < TH_NLINES; l++) {
+			p->disc.line[l].unc = 20e-6;
+			p->disc.line[l].have_last = 0;
+		}
+		/* The discipline's offsets are the kernel's exact ones (the
+		 * last observation above): replaced by a measurement only where
+		 * they moved by more than its error (a process that entered
+		 * another time namespace: its page 0 is the namespace's now),
+		 * else REALTIME would move by that error. */
+		struct th_sample smp;
+		th__take_sample(p, &smp, 0, 1);
+		const int64_t slack = 2000;
+		if (llabs(smp.off_real - p->disc.off_real) > smp.off_real_hw + slack ||
+		    llabs(smp.off_boot - p->disc.off_boot) > smp.off_boot_hw + slack) {
+			int fl = th_disc_observe(&p->disc, &smp, NULL);
+			if (fl & TH_OBS_STEP)
+				atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+		}
+		th__publish_kernel(p, NULL, &smp, p->tick_ns);
+		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
+		return 1;
+	}
+	const int below_update = th_kconv_cycles(&k, c) < k.cycle_last;
+	if (prev && !prev->kseq && prev->kind == TH_REC_LINE) {
+		/* The discipline's line may be served up to its expiry (by a
+		 * reader that copied it and reads the counter late): left to
+		 * run out, never due before, it is followed where the kernel
+		 * has reached its ceiling, a line's error from it at most. */
+		int64_t d = (int64_t)(c - prev->anchor);
+		if (d >= prev->dmin && d <= prev->dhi)
+			return 2;
+	}
+	if (prev && !prev->kseq) {
+		/* From the discipline's records: only once the kernel has passed
+		 * everything they may have served (their ceilings), else a
+		 * kernel-mode record holds them until it has. */
+		int below = below_update || th_kconv_ns(&k, TH_KC_MONO, c) < th_snap_ceiling(prev, TH_MONO) ||
+			    th_kconv_ns(&k, TH_KC_RAW, c) < th_snap_ceiling(prev, TH_RAW) ||
+			    (prev->kind == TH_REC_TRANSIT && (th_kconv_ns(&k, TH_KC_MONO, c) < prev->guard[TH_MONO] ||
+							      th_kconv_ns(&k, TH_KC_RAW, c) < prev->guard[TH_RAW]));
+		if (below) {
+			if (prev->kind == TH_REC_LINE) {
+				struct th_sample smp;
+				th__take_sample(p, &smp, 0, 1);
+				th__publish_kernel(p, prev, &smp, p->tick_ns);
+			}
+			return 1;
+		}
+		/* coarse values served so far stay below what follows */
+		th__raise_coarse_floor(p, th_snap_ceiling(prev, TH_MONO));
+	}
+	/* The discipline follows the kernel's line as an exact sample (no
+	 * sandwich): should the kernel stop publishing it (another
+	 * clocksource), the discipline's own line goes on from the kernel's
+	 * rate and offsets instead of calibrating anew. It also numbers the
+	 * REALTIME steps: a new epoch, and the seconds floor of the old one
+	 * forgotten before a record of the new one is visible (the commit is
+	 * a release). */
+	struct th_sample smp;
+	memset(&smp, 0, sizeof smp);
+	smp.counter_ok = !below_update;
+	smp.c = smp.c_raw = c;
+	smp.mono = (int64_t)th_kconv_ns(&k, TH_KC_MONO, c);
+	smp.raw = (int64_t)th_kconv_ns(&k, TH_KC_RAW, c);
+	smp.off_real = v.off_real;
+	smp.off_boot = v.off_boot;
+	smp.tai_sec = (v.off_tai - v.off_real) / NS_PER_S;
+	smp.tai_ok = 1;
+	smp.tick = v.tick;
+	int fl = th_disc_observe(&p->disc, &smp, prev);
+	if (!prev || (fl & TH_OBS_STEP))
+		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+	v.epoch = p->disc.epoch;
+	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
+	TH_STEP("kv_commit");
+	if (v.flags & TH_RECF_KPV) {
+		/* A line below the kernel: it starts at or above the kernel's
+		 * reading at its anchor, so it must not follow a kernel reading
+		 * taken after that. A reader that served one of those announced
+		 * itself (th__kernel_value) after it read it; then the compare-and-
+		 * swap fails, and the line is anchored anew after a new load of
+		 * the word (acquire: the counter is read after it, so after the
+		 * announced reading), a few times, in as short a window as can
+		 * be (readers of the stale line wait a moment for it first:
+		 * th__fine_slow). */
+		int done = th_commit(&p->tl, x, &v) == 0;
+		for (int t = 0; !done && t < 6; t++) {
+			x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+			c = th_hw_ctr_ordered();
+			uint16_t ep = v.epoch;
+			if (th_kconv_record(&k, c, &v) != 0)
+				break;
+			v.epoch = ep;
+			done = th_commit(&p->tl, x, &v) == 0;
+		}
+		if (!done)
+			return 1;
+	} else {
+		th_commit_force(&p->tl, &v);
+	}
+	atomic_store_explicit(&p->kv_on, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
+	return 1;
+}
+#endif
+
+void th__local_windup(struct th_proc *p, int joining)
+{
+	struct th_snap s;
+	unsigned retries = 0;
+	/* Acquire: the sample below is taken after this load. An announcing
+	 * reader whose fetch-add comes later in cur's modification order makes
+	 * the commit's compare-and-swap fail. */
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	int have = th_snapshot(&p->tl, &s, &retries) == 0;
+	if (have && TH_CUR_ID(s.cur) != TH_CUR_ID(x))
+		have = 0; /* cannot happen with a single writer */
+#ifndef TH_SIM
+	if (p->kv_ok && p->counter_usable && !joining) {
+		int kv = th__kv_windup(p, have ? &s : NULL, x);
+		if (kv == 1)
+			return;
+		joining = kv == 2; /* the discipline's line runs out first */
+	}
+#endif
+
+	uint64_t now = (uint64_t)p->disc.line[TH_MONO].last_k;
+	int ctr = p->counter_usable && (p->distrust_until == 0 || now >= p->distrust_until);
+	if (ctr && p->distrust_until) {
+		p->distrust_until = 0;
+		p->reason[0] = 0;
+	}
+
+	struct th_sample smp;
+	th__take_sample(p, &smp, ctr, 1);
+	TH_STEP("observe");
+	int fl = th_disc_observe(&p->disc, &smp, have ? &s : NULL);
+	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
+	if (fl & TH_OBS_JUMP) {
+		TH_STEP("jump");
+		note_jump(p, (uint64_t)smp.mono);
+		if (p->distrust_until)
+			ctr = 0;
+	}
+	if (fl & TH_OBS_STEP) {
+		/* REALTIME was stepped: forget the seconds floor of the old
+		 * epoch before any record of the new epoch is visible (the
+		 * commit below is a release). */
+		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+	}
+
+	if (!ctr) {
+		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns);
+		return;
+	}
+	if (th_disc_offsets_wide(&p->disc)) {
+		/* Offsets not measured closely enough to be served (a step
+		 * found by a wide bracket, or the first one). A valid line
+		 * runs out with its own offsets and epoch, due only at its
+		 * expiry: a kernel-mode record now would carry its ceiling,
+		 * up to a window ahead of the kernel, and serve up to its
+		 * error bound ahead. Then kernel-mode records flagged for it
+		 * (th_plan_kernel); the next read after a quarter tick
+		 * measures again. */
+		TH_STEP("wide");
+		if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
+			int64_t d = (int64_t)(smp.c - s.anchor);
+			if (d >= s.dmin && d <= s.dhi) {
+				struct th_rec_val v;
+				th_plan_refresh(&p->disc, &s, &smp, &v);
+				v.off_real = s.off_real;
+				v.off_boot = s.off_boot;
+				v.off_tai = s.off_tai;
+				v.epoch = s.epoch;
+				v.ddue = v.dhi;
+				if (th_commit(&p->tl, x, &v) == 0)
+					return;
+			}
+		}
+		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		return;
+	}
+	if (!th_disc_ready(&p->disc)) {
+		TH_STEP("calibrate");
+		/* No frequency yet: the kernel serves until a second sample,
+		 * calib_ns later, gives the rate. No blocking calibration. */
+		th__publish_kernel(p, have ? &s : NULL, &smp, p->disc.cfg.calib_ns);
+		return;
+	}
+	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
+		int64_t d = (int64_t)(smp.c - s.anchor);
+		if (d >= s.dmin && d <= s.dhi) {
+			struct th_rec_val v;
+			TH_STEP("plan");
+			/* A sample too wide to steer by only refreshes; so does a
+			 * line that is left to run out (joining the page), whose
+			 * due point stays at its expiry. */
+			if (d >= 0 && !(fl & TH_OBS_BAD) && !joining) {
+				th_plan_next(&p->disc, &s, &smp, &v);
+			} else {
+				th_plan_refresh(&p->disc, &s, &smp, &v);
+				if (joining)
+					v.ddue = v.dhi;
+			}
+			if (th_commit(&p->tl, x, &v) == 0)
+				return;
+			/* An announcement: the record expired while we worked. */
+		}
+	}
+	if (fl & TH_OBS_BAD) {
+		/* No line is started from a wide sandwich; the next read
+		 * after the due time tries again. */
+		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		return;
+	}
+	th__install_line(p, &s, have);
+}
+
+void th__windup_locked(struct th_proc *p)
+{
+	if (th__test_windup_hook)
+		th__test_windup_hook();
+#ifndef TH_SIM
+	th__kdata_recheck();
+#endif
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
+		/* The daemon publishes; this process only checks on it when a
+		 * reader found its record due, expired or stale. */
+		uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+		struct th_snap ps;
+		int dead;
+		if (!th__page_usable(p, now, &ps, &dead))
+			th__leave_shared(p, now, dead);
+		return;
+	}
+	if (th__try_shared(p, 2))
+		return;
+	th__local_windup(p, 0);
+}
+
+int th__windup_try(void)
+{
+	struct th_proc *p = &th__P;
+	uint32_t z = 0;
+	/* A fork child: its inherited lock may be held by a thread that does
+	 * not exist here; attaching again resets the writer state. */
+	if (!th__ready())
+		return th__attach() == 0;
+	if (atomic_load_explicit(&p->lock, memory_order_relaxed) != 0)
+		return 0;
+	TH_STEP("lock");
+	/* Acquire pairs with the release below: the writer state left by the
+	 * previous holder is visible. */
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire,
+						     memory_order_relaxed))
+		return 0;
+	th__windup_locked(p);
+	TH_STEP("unlock");
+	atomic_store_explicit(&p->lock, 0, memory_order_release);
+	return 1;
+}

@@ -208,7 +208,7 @@ static void take_sample(struct th_sample *s, int ctr, int full)
 /* ------------------------------------------------------------ publishing */
 
 static uint64_t publish_kernel(const struct th_snap *prev, const struct th_sample *s, uint64_t due_in,
-			       uint64_t guard_ns, struct th_rec_val *v)
+			       uint64_t guard_ns, struct th_snap *v)
 {
 	return th_writer_kernel(&D.wr, prev, s, due_in, guard_ns, v);
 }
@@ -299,7 +299,7 @@ static int windup(uint64_t noticed)
 	}
 	D.wide_logged = 0;
 
-	struct th_rec_val v;
+	struct th_snap v;
 	if (!ctr) {
 		publish_kernel(have ? &s : NULL, &smp, D.tick_ns, 0, &v);
 		return 1;

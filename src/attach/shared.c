@@ -211,7 +211,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	uint64_t gns = p->disc.cfg.guard_ns;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		th__quick_sample(p, &g);
-		struct th_rec_val t;
+		struct th_snap t;
 		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, gns, &t);
 		TH_STEP("transit");
 		uint64_t tw = th_commit_force(&p->tl, &t);
@@ -347,7 +347,7 @@ static void leave_adopt(struct th_proc *p, const struct th_snap *ps)
 /* The page's line `ps`, valid at the counter now, as a local record due now
  * (so that the next windup goes on from it like from any local line).
  * 0 if it is not a line or not valid now. */
-static int leave_line(struct th_proc *p, const struct th_snap *ps, struct th_rec_val *v)
+static int leave_line(struct th_proc *p, const struct th_snap *ps, struct th_snap *v)
 {
 	if (ps->kind != TH_REC_LINE || !th_disc_ready(&p->disc) || !p->counter_usable)
 		return 0;
@@ -371,7 +371,7 @@ static int leave_line(struct th_proc *p, const struct th_snap *ps, struct th_rec
  * kernel until the kernel reaches the ceiling); k1's bound is kept while k1's
  * ceiling is still ahead of the kernel, so that phi never decreases.
  */
-static void leave_cover(struct th_proc *p, const struct th_rec_val *k1)
+static void leave_cover(struct th_proc *p, const struct th_snap *k1)
 {
 	struct th_snap ps, base;
 	unsigned r = 0;
@@ -391,7 +391,7 @@ static void leave_cover(struct th_proc *p, const struct th_rec_val *k1)
 	}
 	if (k1->coarse > base.coarse)
 		base.coarse = k1->coarse;
-	struct th_rec_val v;
+	struct th_snap v;
 	TH_STEP("unshare-cover");
 	th_writer_kernel(&p->wr, &base, &g, k1->due_ns > (uint64_t)g.mono ? k1->due_ns - (uint64_t)g.mono : 0, 0, &v);
 }
@@ -468,7 +468,7 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
 		if (have)
 			leave_adopt(p, &ps);
 		TH_STEP("unshare");
-		struct th_rec_val v;
+		struct th_snap v;
 		if (have && leave_line(p, &ps, &v)) {
 			uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 			if (!last && page_moved(pt, &ps))

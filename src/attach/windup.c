@@ -105,7 +105,7 @@ static void note_jump(struct th_proc *p, uint64_t now)
 void th__publish_kernel(struct th_proc *p, const struct th_snap *prev, const struct th_sample *s,
 			uint64_t due_in)
 {
-	struct th_rec_val v;
+	struct th_snap v;
 	th_writer_kernel(&p->wr, prev, s, due_in, 0, &v);
 }
 
@@ -135,7 +135,7 @@ void (*th__test_windup_hook)(void) TH_HIDDEN;
 int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 {
 	struct th_kconv k;
-	struct th_rec_val v;
+	struct th_snap v;
 	int rc = th_kdata_conv(&k);
 	if (rc == -2 && prev && prev->kseq)
 		return 1; /* the kernel mid-update: its clock serves until the next try */
@@ -323,7 +323,7 @@ void th__local_windup(struct th_proc *p, int joining)
 		if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
 			int64_t d = (int64_t)(smp.c - s.anchor);
 			if (d >= s.dmin && d <= s.dhi) {
-				struct th_rec_val v;
+				struct th_snap v;
 				th_plan_refresh(&p->disc, &s, &smp, &v);
 				v.off_real = s.off_real;
 				v.off_boot = s.off_boot;
@@ -347,7 +347,7 @@ void th__local_windup(struct th_proc *p, int joining)
 	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
 		int64_t d = (int64_t)(smp.c - s.anchor);
 		if (d >= s.dmin && d <= s.dhi) {
-			struct th_rec_val v;
+			struct th_snap v;
 			TH_STEP("plan");
 			/* A sample too wide to steer by only refreshes; so does a
 			 * line that is left to run out (joining the page), whose

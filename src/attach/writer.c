@@ -3,7 +3,7 @@
 
 #include <string.h>
 
-void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *out)
+void th_val_to_snap(const struct th_snap *v, uint64_t cur, struct th_snap *out)
 {
 	memset(out, 0, sizeof *out);
 	out->kind = v->kind;
@@ -20,7 +20,7 @@ void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *ou
 	out->cur = cur;
 }
 
-uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s, struct th_rec_val *v)
+uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s, struct th_snap *v)
 {
 	/* The coarse value of a kernel-mode record: what a fine read through
 	 * it returns at the sample, phi(k), never below the previous coarse
@@ -35,7 +35,7 @@ uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s,
 }
 
 uint64_t th_writer_kernel(struct th_writer *w, const struct th_snap *prev, const struct th_sample *s,
-			  uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out)
+			  uint64_t due_in_ns, uint64_t guard_ns, struct th_snap *out)
 {
 	th_plan_kernel(w->disc, prev, s, due_in_ns, guard_ns, out);
 	return th_writer_commit_kernel(w, s, out);
@@ -80,7 +80,7 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
 		th_quick_sample(w->sp, &g);
-		struct th_rec_val v;
+		struct th_snap v;
 		uint64_t ahead = 0;
 		if (have) {
 			uint64_t cm = th_snap_ceiling(&base, TH_MONO), cr = th_snap_ceiling(&base, TH_RAW);
@@ -122,7 +122,7 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		w->inst_raced++;
 	}
 	struct th_sample g;
-	struct th_rec_val k;
+	struct th_snap k;
 	th_quick_sample(w->sp, &g);
 	th_writer_kernel(w, &base, &g, w->tick_ns, 0, &k);
 	return -1;

@@ -35,16 +35,16 @@ static inline uint64_t th_guard_widen(const struct th_disc *d, uint64_t gns)
 }
 
 /* The fields of a written record a later transition needs, as a snapshot. */
-void th_val_to_snap(const struct th_rec_val *v, uint64_t cur, struct th_snap *out);
+void th_val_to_snap(const struct th_snap *v, uint64_t cur, struct th_snap *out);
 
 /* Publish a KERNEL (guard_ns 0) or TRANSIT record after `prev`; *out receives
  * it. Returns the new timeline word. */
 uint64_t th_writer_kernel(struct th_writer *w, const struct th_snap *prev, const struct th_sample *s,
-			  uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out);
+			  uint64_t due_in_ns, uint64_t guard_ns, struct th_snap *out);
 
 /* Publish a kernel-mode record planned by th_plan_kernel from sample `s`
  * (its coarse value set here). Returns the new timeline word. */
-uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s, struct th_rec_val *v);
+uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s, struct th_snap *v);
 
 /* Install a fresh line after `prev` (NULL: none). Returns 0 once the line is
  * committed, -1 if a KERNEL record was left in force (due again later). */

@@ -357,7 +357,7 @@ static uint32_t err_bound(const struct th_disc *d, int l, double err_ns, double 
 	return (uint32_t)b;
 }
 
-static void common_fields(struct th_disc *d, const struct th_sample *s, struct th_rec_val *out)
+static void common_fields(struct th_disc *d, const struct th_sample *s, struct th_snap *out)
 {
 	out->epoch = d->epoch;
 	out->off_real = d->off_real;
@@ -366,7 +366,7 @@ static void common_fields(struct th_disc *d, const struct th_sample *s, struct t
 	out->tick = s->tick;
 }
 
-static void window_fields(struct th_disc *d, struct th_rec_val *out, double *wns)
+static void window_fields(struct th_disc *d, struct th_snap *out, double *wns)
 {
 	uint64_t w = th_disc_window_ns(d);
 	double wc = (double)w / d->line[TH_MONO].rate;
@@ -379,7 +379,7 @@ static void window_fields(struct th_disc *d, struct th_rec_val *out, double *wns
 }
 
 void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
-		  struct th_rec_val *out)
+		  struct th_snap *out)
 {
 	memset(out, 0, sizeof *out);
 	out->kind = TH_REC_LINE;
@@ -423,7 +423,7 @@ void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_
 }
 
 void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
-		     struct th_rec_val *out)
+		     struct th_snap *out)
 {
 	th_snap_to_val(cur, out);
 	out->kseq = 0; /* the discipline's line: not the kernel's */
@@ -437,7 +437,7 @@ void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct 
 }
 
 void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
-		   struct th_rec_val *out)
+		   struct th_snap *out)
 {
 	memset(out, 0, sizeof *out);
 	out->kind = TH_REC_LINE;
@@ -467,7 +467,7 @@ void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t 
 }
 
 void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
-		    uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out)
+		    uint64_t due_in_ns, uint64_t guard_ns, struct th_snap *out)
 {
 	memset(out, 0, sizeof *out);
 	out->kind = guard_ns ? TH_REC_TRANSIT : TH_REC_KERNEL;

@@ -131,23 +131,23 @@ int th_disc_ready(const struct th_disc *d);
 /* On-time continuation of a LINE record: anchored at its expiry, same slope
  * below, steered slope above. */
 void th_plan_next(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
-		  struct th_rec_val *out);
+		  struct th_snap *out);
 
 /* Same line as `cur` (the sample is before its anchor, where no rate change
  * can be added), with fresh coarse value, tick and offsets. */
 void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct th_sample *s,
-		     struct th_rec_val *out);
+		     struct th_snap *out);
 
 /* A line starting at the sample, at least at guard[] (values below the sample's
  * counter clamp to the anchor value). */
 void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
-		   struct th_rec_val *out);
+		   struct th_snap *out);
 
 /* Kernel-mode record: C and bound carried from the previous record, a windup
  * due `due_in_ns` after the sample. guard_ns == 0: a plain KERNEL record;
  * otherwise a TRANSIT record whose guards are phi(sample) + guard_ns. */
 void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
-		    uint64_t due_in_ns, uint64_t guard_ns, struct th_rec_val *out);
+		    uint64_t due_in_ns, uint64_t guard_ns, struct th_snap *out);
 
 /* Current window in counts for a line record (for the simulation and status). */
 uint64_t th_disc_window_ns(const struct th_disc *d);

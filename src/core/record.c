@@ -1,32 +1,11 @@
 /* Writer side of the publication protocol; see record.h. */
 #include "record.h"
 
-void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v)
+void th_snap_to_val(const struct th_snap *s, struct th_snap *v)
 {
-	v->kind = s->kind;
-	v->epoch = s->epoch;
-	v->anchor = s->anchor;
-	v->dlo = s->dlo;
-	v->ddue = s->ddue;
-	v->dhi = s->dhi;
-	v->dmin = s->dmin;
-	for (int l = 0; l < TH_NLINES; l++) {
-		v->ns[l] = s->ns[l];
-		v->frac[l] = s->frac[l];
-		v->lo[l] = s->lo[l];
-		v->hi[l] = s->hi[l];
-		v->ceil[l] = s->ceil[l];
-		v->guard[l] = s->guard[l];
-		v->bound[l] = s->bound[l];
-	}
-	v->off_real = s->off_real;
-	v->off_boot = s->off_boot;
-	v->off_tai = s->off_tai;
-	v->coarse = s->coarse;
-	v->tick = s->tick;
-	v->due_ns = s->due_ns;
-	v->flags = s->flags;
-	v->kseq = s->kseq;
+	*v = *s;
+	v->gen = 0;
+	v->cur = 0;
 }
 
 /* v ns as whole seconds (rounded down) and ns in [0, 1e9). */
@@ -48,7 +27,7 @@ static void split(int64_t v, uint32_t frac, struct th_ts *out)
 	atomic_store_explicit(&out->nsec_q32, (int64_t)(((uint64_t)nsec << 32) | frac), memory_order_relaxed);
 }
 
-static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val *v)
+static void write_record(struct th_rec *r, uint32_t gen, const struct th_snap *v)
 {
 	TH_STEP("write_gen0");
 	atomic_store_explicit(&r->gen, 0, memory_order_relaxed);
@@ -109,7 +88,7 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_rec_val
  * was, so that a copy cut short (a fork child, a daemon killed in the middle)
  * is repaired by the next one.
  */
-static void publish_coarse(struct th_timeline *tl, uint32_t rseq, const struct th_rec_val *v)
+static void publish_coarse(struct th_timeline *tl, uint32_t rseq, const struct th_snap *v)
 {
 	struct th_coarse_block *b = &tl->cb;
 	uint32_t odd = atomic_load_explicit(&b->seq, memory_order_relaxed) | 1u;
@@ -138,7 +117,7 @@ static uint32_t gen_for(uint32_t seq)
 	return TH_GEN_FOR(seq);
 }
 
-int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *v)
+int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
 	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
 	uint32_t seq = TH_CUR_SEQ(expect) + 1;
@@ -155,7 +134,7 @@ int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *
 	return 0;
 }
 
-uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v)
+uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)
 {
 	uint64_t x = atomic_load_explicit(&tl->cur, memory_order_relaxed);
 	unsigned slot = (TH_CUR_SLOT(x) + 1) % TH_RING;

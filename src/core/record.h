@@ -180,8 +180,9 @@ _Static_assert((int)TH_CK_MONO == (int)TH_ABI_CK_MONO && (int)TH_CK_REAL == (int
 		       (int)TH_CK_RAW == (int)TH_ABI_CK_RAW,
 	       "clock order of <timehands/abi.h>");
 
-/* A reader's private copy of a record: plain integers, taken under the
- * generation protocol by th_snapshot(). */
+/* A record's contents as plain integers: a reader's private copy, taken
+ * under the generation protocol by th_snapshot() (gen and cur say where it
+ * was found), and what a writer builds and commits (gen and cur unused). */
 struct th_snap {
 	uint32_t gen;
 	uint16_t kind, epoch;
@@ -459,24 +460,9 @@ static inline uint64_t th_phi_page(uint64_t k, uint64_t C, uint64_t bound)
 
 /* ------------------------------------------------------------ writer side */
 
-/* Record contents as the writer builds them (plain integers). */
-struct th_rec_val {
-	uint16_t kind, epoch;
-	uint64_t anchor;
-	int64_t dlo, ddue, dhi, dmin;
-	uint64_t ns[TH_NLINES];
-	uint32_t frac[TH_NLINES];
-	int64_t lo[TH_NLINES], hi[TH_NLINES];
-	int64_t off_real, off_boot, off_tai;
-	uint64_t coarse, tick;
-	uint64_t ceil[TH_NLINES], guard[TH_NLINES];
-	uint32_t bound[TH_NLINES];
-	uint64_t due_ns;
-	uint64_t flags;
-	uint64_t kseq;
-};
-
-void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);
+/* The contents of a snapshot as a writer commits them: gen and cur, which
+ * name where a snapshot was found, cleared. */
+void th_snap_to_val(const struct th_snap *s, struct th_snap *v);
 
 /*
  * Publish v as the successor of the timeline word `expect`. The record is
@@ -488,11 +474,11 @@ void th_snap_to_val(const struct th_snap *s, struct th_rec_val *v);
  * Only one writer per timeline at a time (the caller holds the windup lock,
  * or is the daemon).
  */
-int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_rec_val *v);
+int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v);
 
 /* Publish v whatever `cur` holds now (kernel-mode records, which are valid
  * whatever slow-path readers returned). Returns the new word. */
-uint64_t th_commit_force(struct th_timeline *tl, const struct th_rec_val *v);
+uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v);
 
 /*
  * A slow-path reader that returns a kernel value above what the record it

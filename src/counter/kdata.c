@@ -394,7 +394,7 @@ static int64_t kpv_reach(uint64_t ns, uint32_t frac, int64_t rate, uint64_t k)
 	return (int64_t)((need + (uint64_t)rate - 1) / (uint64_t)rate);
 }
 
-int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_rec_val *v)
+int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_snap *v)
 {
 	if (k->shift > 32 || k->raw_shift > 32)
 		return -1;

@@ -110,7 +110,7 @@ int th_kdata_conv(struct th_kconv *k);
  * ns; th_kconv_cycles(k, c) must not be below k->cycle_last. */
 uint64_t th_kconv_ns(const struct th_kconv *k, int kc, uint64_t c);
 
-struct th_rec_val;
+struct th_snap;
 /*
  * The record that is k, for counters from c on (the TSC clocksource: from
  * cycle_last; c is not used): Q32 rates mult << (32 - shift), the bases as
@@ -128,7 +128,7 @@ struct th_rec_val;
  * 0, or -1 where the kernel's values do not fit one (offsets not whole ns, a
  * rate too large), -2 where c is not past the kernel's update.
  */
-int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_rec_val *v);
+int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_snap *v);
 #define TH_KPV_BELOW_NS 6
 
 /* Byte offset of the REALTIME base's seconds, from the MONOTONIC_COARSE

@@ -78,7 +78,7 @@ static inline void make_page(void *page, int line_record, uint32_t pid)
 	id.clocksource = "test";
 	th_page_init(page, &id);
 	struct th_page_hdr *h = page;
-	struct th_rec_val v;
+	struct th_snap v;
 	memset(&v, 0, sizeof v);
 	uint64_t now = (uint64_t)kns(CLOCK_MONOTONIC);
 	if (line_record) {

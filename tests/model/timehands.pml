@@ -244,7 +244,7 @@ inline phi(out, k, C, b)
 
 /* ------------------------------------------------------------ writer side */
 
-/* The record a writer builds (struct th_rec_val). */
+/* The record a writer builds (struct th_snap). */
 #define VAL_DECL short v_anchor, v_dlo, v_ddue, v_base, v_dhi, v_ceil, v_guard, v_bound, v_due; \
 	byte v_kind, v_lo, v_hi
 

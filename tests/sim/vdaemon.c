@@ -106,7 +106,7 @@ void vd_windup(void)
 	fl |= th_sample_offsets_again(&V.sp, &V.disc);
 	if (th_disc_offsets_wide(&V.disc))
 		return;
-	struct th_rec_val v;
+	struct th_snap v;
 	if (!th_disc_ready(&V.disc)) {
 		th_writer_kernel(&V.wr, have ? &s : NULL, &smp, V.disc.cfg.calib_ns, 0, &v);
 	} else {

@@ -66,7 +66,7 @@ static int check_counter(void)
 /* A line record through the counter, anchored now, valid for 0.4 s. */
 static int check_fast_path(void)
 {
-	struct th_rec_val v;
+	struct th_snap v;
 	memset(&v, 0, sizeof v);
 	double rate = 1e9 / (double)th_counter_frequency();
 	int64_t q = (int64_t)llround(rate * 4294967296.0);

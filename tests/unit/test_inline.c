@@ -49,7 +49,7 @@ static int64_t offset_of(const struct th_snap *s, int ck)
 static int short_windows;
 
 /* A LINE record with random slopes, fractions, offsets and window. */
-static void make_line(struct th_rec_val *v)
+static void make_line(struct th_snap *v)
 {
 	memset(v, 0, sizeof *v);
 	v->kind = TH_REC_LINE;
@@ -100,7 +100,7 @@ static void test_values(void)
 	long fast = 0, calls = 0;
 	short_windows = 1;
 	for (int rec = 0; rec < 300; rec++) {
-		struct th_rec_val v;
+		struct th_snap v;
 		make_line(&v);
 		th_commit_force(&tl, &v);
 		struct th_snap s;
@@ -140,7 +140,7 @@ static void test_values(void)
 static void test_refusals(void)
 {
 	uint64_t g3 = 0;
-	struct th_rec_val v;
+	struct th_snap v;
 	make_line(&v);
 	uint64_t w = th_commit_force(&tl, &v);
 	struct th_snap s;
@@ -166,7 +166,7 @@ static void test_refusals(void)
 	/* a kernel-mode record: empty window, whatever the counter (a process
 	 * whose counter may not be read never reaches here: th__fine_fill
 	 * caches no timeline for it, test_modes prtsc) */
-	struct th_rec_val k;
+	struct th_snap k;
 	memset(&k, 0, sizeof k);
 	k.kind = TH_REC_KERNEL;
 	k.dhi = -1;
@@ -193,7 +193,7 @@ static void test_refusals(void)
 	/* G3 across a second: REALTIME 1 us before a second boundary at the
 	 * anchor; a reading 2 us later carries into the next second, which
 	 * a floor at the anchor's second does not cover. */
-	struct th_rec_val c2 = v;
+	struct th_snap c2 = v;
 	int64_t at = (int64_t)c2.ns[TH_MONO] + c2.off_real;
 	c2.off_real += 999999000 - at % 1000000000LL;
 	c2.off_tai = c2.off_real + 37000000000LL;
@@ -220,7 +220,7 @@ static void test_refusals(void)
  * REALTIME epoch shifted by delta; the page's own refusals hold there too. */
 static void test_shared(void)
 {
-	struct th_rec_val v;
+	struct th_snap v;
 	make_line(&v);
 	th_commit_force(&ptl, &v);
 	struct th_snap s;
@@ -273,7 +273,7 @@ static void test_shared(void)
 	atomic_store(&rec->gen, 0);
 	CHECK(read_rec(0, &g3, &ns) == 0, "a page record being written was read");
 	atomic_store(&rec->gen, gen);
-	struct th_rec_val k;
+	struct th_snap k;
 	memset(&k, 0, sizeof k);
 	k.kind = TH_REC_KERNEL;
 	k.dhi = -1;

@@ -359,7 +359,7 @@ static void record(void)
 	long checked = 0;
 	for (int i = 0; i < 2000; i++) {
 		struct th_kconv k;
-		struct th_rec_val v;
+		struct th_snap v;
 		random_conv(&k);
 		int ok = th_kconv_record(&k, 0, &v) == 0;
 		CHECK(ok, "conversion %d refused (shift %u, mult %u)", i, k.shift, k.mult);
@@ -397,7 +397,7 @@ static void record(void)
 	}
 	/* what a record cannot be */
 	struct th_kconv k;
-	struct th_rec_val v;
+	struct th_snap v;
 	random_conv(&k);
 	k.nsec[TH_KC_REAL] ^= 1; /* REALTIME not a whole ns from MONOTONIC */
 	CHECK(th_kconv_record(&k, 0, &v) != 0, "a fractional offset accepted");
@@ -442,7 +442,7 @@ static void pvrecord(void)
 	int64_t worst = 0;
 	for (int i = 0; i < 2000; i++) {
 		struct th_kconv k;
-		struct th_rec_val v;
+		struct th_snap v;
 		uint64_t u;
 		random_pvconv(&k, &u);
 		uint64_t c = u + rnd() % 20000000;

@@ -44,7 +44,7 @@ static void setup(void)
 static int planned_flags(void)
 {
 	struct th_sample s;
-	struct th_rec_val v;
+	struct th_snap v;
 	memset(&s, 0, sizeof s);
 	s.mono = s.raw = 5000 * MS;
 	th_plan_kernel(&d, NULL, &s, MS, 0, &v);

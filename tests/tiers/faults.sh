@@ -76,7 +76,13 @@ start_daemon() {
 	if TIMEHANDS_PAGE=$tmp/page "$cli" status | grep -q '^mode: shared'; then
 		expect=(--expect shared)
 	else
-		tier_log "no shared mode here: $(TIMEHANDS_PAGE=$tmp/page "$cli" status | grep '^reason:')"
+		local st
+		st=$(TIMEHANDS_PAGE=$tmp/page "$cli" status)
+		if grep -q '^line: kernel' <<<"$st"; then
+			tier_log "no shared mode here: processes read the kernel's own line ($(grep '^line:' <<<"$st")), not the page; the runs below are local"
+		else
+			tier_log "no shared mode here: $(grep -E '^(mode|line|reason):' <<<"$st" | tr '\n' ' ')"
+		fi
 	fi
 }
 stop_daemon() {

@@ -229,6 +229,8 @@ struct th__fine_ctx {
  * counter it took first (minor >= 4); with an older library, none (every
  * page read is the library call). */
 static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
+/* sh_delta: the page's REALTIME epoch to this process's (minor >= 2). */
+static const uint32_t th__sh_delta_none = 0;
 /* kcount: the kernel's data page count, where the library found it; until
  * then an odd word, which no tied record matches. */
 static const uint32_t th__kcount_none = 1;
@@ -242,7 +244,7 @@ static const uint32_t th__kcount_none = 1;
  * every read is the library call. Stored last, with release (pairs with the
  * acquire load in th__fine_inline): a reader that sees 1 or 2 sees the
  * rest. */
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, 0, &th__sh_ctr_none, &th__kcount_none, 0};
+static struct th__fine_ctx th__fine_cache = {0, 0, 0, &th__sh_delta_none, &th__sh_ctr_none, &th__kcount_none, 0};
 static inline void th__fine_fill(void)
 {
 	if (__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0)
@@ -272,7 +274,8 @@ static inline void th__fine_fill(void)
 			__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.page_tl, (const struct th_abi_timeline *)f->page_tl, __ATOMIC_RELAXED);
-		__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
+		if (f->sh_delta)
+			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.tl, (const struct th_abi_timeline *)f->tl, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&th__fine_cache.ctr_op, op, __ATOMIC_RELEASE);
@@ -344,87 +347,16 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 		/* Acquire: pairs with the daemon's release commit. */
 		cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
 	}
-	const struct th_abi_rec *r = th_abi_rec_of(tl, cur);
-	/* one base register for every field (the compiler would keep the
-	 * timeline and the slot's offset apart, a register more) */
-	__asm__("" : "+r"(r));
-	uint32_t g = th_abi_read_begin(r);
-	/* The generation of cur's sequence; each check as early as it can be
-	 * made, so that little stays live (as in the library). */
-	if (__builtin_expect(g != th_abi_gen_for(th_abi_cur_seq(cur)), 0))
+	int64_t sec, n;
+	uint16_t e16;
+	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, 1, c, 0, &x->kcount, 0, shared, &own->cur, lc,
+					  &x->sh_ctr, &x->sh_delta, &sec, &n, &e16),
+			     0))
 		return 0;
-	/* A record that is the kernel's conversion at one of its updates
-	 * (ks: that update's count | 2^32) only while the kernel has not
-	 * updated since; the count is loaded after the counter was read.
-	 * Relaxed, as in the library. */
-	uint64_t ks = TH_ABI_LD(r, kseq);
-	uint32_t kc = __atomic_load_n(__atomic_load_n(&x->kcount, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-	if (__builtin_expect((((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32))) != 0, 0))
-		return 0;
-	/* The fields of the window at and above the anchor, [0, ddue), and of
-	 * its slope; those of the part below it are loaded only where the
-	 * counter falls there (below). A kernel-mode record has an empty
-	 * window at 0 (dlo = ddue = 0; src/core/page.c checks a page's):
-	 * never served here. */
-	uint64_t anchor = TH_ABI_LD(r, anchor);
-	int64_t ddue = TH_ABI_LD(r, ddue);
-	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
-	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
-	/* Full width: a 16-bit value spilled and reloaded wider defeats the
-	 * store-to-load forwarding of x86 (REALTIME then cost visibly more than
-	 * MONOTONIC in the bench). */
-	uint64_t ep = ck == TH_ABI_CK_REAL ? (uint64_t)TH_ABI_LD(r, epoch) : 0;
-	if (shared && ck == TH_ABI_CK_REAL) {
-		/* the page numbers its REALTIME epochs itself */
-		const uint32_t *dp = __atomic_load_n(&x->sh_delta, __ATOMIC_RELAXED);
-		if (dp == 0)
-			return 0;
-		ep = (ep + __atomic_load_n(dp, __ATOMIC_RELAXED)) & 0xffffu;
-	}
-	uint32_t g2 = th_abi_read_end(r);
-	if (__builtin_expect(shared, 0)) {
-		/* The page copy was made while the process still read the
-		 * page (th_abi_read_end's fence orders the copy before this
-		 * load): slot and sequence of the process's word unchanged. */
-		if (th_abi_cur_id(__atomic_load_n(&own->cur, __ATOMIC_RELAXED) ^ lc) != 0)
-			return 0;
-		/* The page serves the counter taken first only from the
-		 * counter of the switch on (the library's th__read_tl_v);
-		 * relaxed, as there. */
-		if (c < __atomic_load_n(__atomic_load_n(&x->sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
-			return 0;
-	}
-	/* The generation unchanged across the copy. */
-	if (__builtin_expect(g2 != g, 0))
-		return 0;
-	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
-	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate
-	 * (computed while the counter is read; the empty asm keeps the
-	 * compiler from folding it back after the counter) plus c * rate: one
-	 * multiply and one add after the counter. */
-	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
-	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
-	__asm__("" : "+r"(kh));
-	int64_t n;
-	if (__builtin_expect(c - anchor < due, 1)) {
-		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
-	} else {
-		/* Below the anchor, [dlo, min(ddue, 0)) (a window can end
-		 * below its anchor): the slope below it, copied now and
-		 * checked by the generation once more. */
-		int64_t d = (int64_t)(c - anchor);
-		int64_t dlo = TH_ABI_LD(r, dlo);
-		int64_t lo = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_lo) : TH_ABI_LD(r, mono_lo);
-		if (d >= 0 || d >= ddue || d < dlo || th_abi_read_retry(r, g))
-			return 0;
-		n = (int64_t)((uint64_t)q + (uint64_t)d * (uint64_t)lo) >> 32;
-	}
-	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
-		int64_t k = n / 1000000000 - (n < 0);
-		sec += k;
-		n -= k * 1000000000;
-	}
 	if (ck == TH_ABI_CK_REAL) {
+		/* Full width: a 16-bit value spilled and reloaded wider
+		 * defeats the store-to-load forwarding of x86. */
+		uint64_t ep = e16;
 		/* G3: a second above the floor is the library's to raise
 		 * (relaxed, as in the library: one word). */
 		const uint64_t *g3 = __atomic_load_n(&x->g3, __ATOMIC_RELAXED);

@@ -139,6 +139,135 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
 	return th_abi_read_end(r) != g;
 }
 
+/* A field of a record, copied (relaxed: the generation orders it). */
+#define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
+
+/* Nonzero when a record tied to a kernel update (kseq) is no longer the
+ * kernel's, the kernel's count read now through the pointer at *kcp
+ * (relaxed, both: they order nothing else; loaded where needed, not kept in
+ * a register across the read). Branch-free: where records are the kernel's
+ * every read asks, elsewhere none is tied and the mask is 0. */
+static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t ks,
+									 const uint32_t *const *kcp)
+{
+	const uint32_t *kc = __atomic_load_n(kcp, __ATOMIC_RELAXED);
+	return ((uint32_t)ks ^ __atomic_load_n(kc, __ATOMIC_RELAXED)) & (0u - (uint32_t)(ks >> 32));
+}
+
+/*
+ * The one reader of a record, behind every fine read of the library and of
+ * <timehands.h>: clock ck (TH_ABI_CK_*) from record r, which the timeline
+ * word `cur` named. The counter: `c`, read by the caller right after the
+ * process's word (early), or, where the process may not read it first,
+ * read here by late_ctr() after the copy, and then only for a line (a
+ * kernel-mode record's window is empty: PR_SET_TSC may forbid the read).
+ * kcp: where the kernel's update count is, read after the counter. step: the
+ * simulation's scheduling points (NULL elsewhere). shared: r is the
+ * daemon's page's, found through the process's word *own_cur, loaded as lc
+ * (acquire) before the counter: served only if that word is unchanged
+ * after the copy (the process may have left the page meanwhile), and a
+ * counter taken first only at or above **sh_ctr, the counter from which
+ * the switch to the page found its line above everything this process had
+ * served (an earlier one could lie where the page's line is below that).
+ * A page numbers its REALTIME epochs itself: the process's is the page's
+ * plus **sh_delta. 1 with (*sec, *nsec in [0, 1e9)) and the REALTIME
+ * epoch *ep; 0 where the caller's slow path must read. The G3 floor is the
+ * caller's.
+ */
+static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur, int ck,
+							   int early, uint64_t c, uint64_t (*late_ctr)(void),
+							   const uint32_t *const *kcp, void (*step)(const char *),
+							   int shared, const uint64_t *own_cur, uint64_t lc,
+							   const uint64_t *const *sh_ctr, const uint32_t *const *sh_delta,
+							   int64_t *osec, int64_t *onsec, uint16_t *oep)
+{
+	/* one base register for every field (the compiler would keep the
+	 * timeline and the slot's offset apart, a register more) */
+	__asm__("" : "+r"(r));
+	uint32_t g = th_abi_read_begin(r);
+	/* The generation of cur's sequence; each check as early as it can be
+	 * made, so that little stays live. */
+	if (__builtin_expect(g != th_abi_gen_for(th_abi_cur_seq(cur)), 0))
+		return 0;
+	if (step)
+		step("read_fields");
+	/* A record that is the kernel's conversion at one of its updates is
+	 * the kernel's clock only while that update is the kernel's latest:
+	 * the count is loaded after the counter was read (program order, as
+	 * the vDSO re-reads its count after its counter read); a counter taken
+	 * first is compared at once, one taken after the copy once it is
+	 * read. */
+	uint64_t ks = TH_ABI_LD(r, kseq);
+	if (early && __builtin_expect(th_abi_kseq_moved(ks, kcp) != 0, 0))
+		return 0;
+	/* The window at and above the anchor, [0, ddue), and its slope; the
+	 * part below the anchor and its slope are copied only where the
+	 * counter falls there (below), which keeps the registers of the
+	 * common read few. A late counter needs dlo before it is read. */
+	uint64_t anchor = TH_ABI_LD(r, anchor);
+	int64_t dlo = early ? 0 : TH_ABI_LD(r, dlo);
+	int64_t ddue = TH_ABI_LD(r, ddue);
+	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
+	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
+	uint16_t ep = ck == TH_ABI_CK_REAL ? TH_ABI_LD(r, epoch) : 0;
+	/* The generation unchanged across the copy. */
+	if (__builtin_expect(th_abi_read_end(r) != g, 0))
+		return 0;
+	if (shared) {
+		/* th_abi_read_end's fence orders the copy before these loads
+		 * (relaxed: the acquire load of lc that saw the switch orders
+		 * sh_ctr's value, that switch's or a later, larger one). */
+		if (th_abi_cur_id(__atomic_load_n(own_cur, __ATOMIC_RELAXED) ^ lc) != 0)
+			return 0;
+		if (early && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+			return 0;
+		if (ck == TH_ABI_CK_REAL)
+			ep = (uint16_t)(ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED));
+	}
+	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
+	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate
+	 * (computed while the counter is read; the empty asm keeps the
+	 * compiler from folding it back after the counter) plus c * rate: one
+	 * multiply and one add after the counter. */
+	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
+	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
+	__asm__("" : "+r"(kh));
+	if (!early) {
+		if (__builtin_expect(ddue == dlo, 0))
+			return 0;
+		if (step)
+			step("read_counter");
+		c = late_ctr();
+	}
+	int64_t n;
+	if (__builtin_expect(c - anchor < due, 1)) {
+		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
+	} else {
+		/* Below the anchor, [dlo, min(ddue, 0)) (a window can end
+		 * below its anchor): the slope below it and the anchor's
+		 * value (copied again rather than kept in a register across
+		 * the counter read), checked by the generation once more. */
+		int64_t d = (int64_t)(c - anchor);
+		int64_t dl = TH_ABI_LD(r, dlo);
+		int64_t lo = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_lo) : TH_ABI_LD(r, mono_lo);
+		uint64_t qb = (uint64_t)TH_ABI_LD(r, at[ck].nsec_q32);
+		if (d >= 0 || d >= ddue || d < dl || th_abi_read_retry(r, g))
+			return 0;
+		n = (int64_t)(qb + (uint64_t)d * (uint64_t)lo) >> 32;
+	}
+	if (!early && __builtin_expect(th_abi_kseq_moved(ks, kcp) != 0, 0))
+		return 0;
+	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
+		int64_t k = n / 1000000000 - (n < 0);
+		sec += k;
+		n -= k * 1000000000;
+	}
+	*osec = sec;
+	*onsec = n;
+	*oep = ep;
+	return 1;
+}
+
 /* Microseconds of a normalised nanosecond count in [0, 1e9): 32 bits
  * wide, so that the division is one multiply and a shift (gettimeofday's
  * conversion ends every such read). */
@@ -147,7 +276,5 @@ static inline uint32_t th_abi_usec(int64_t nsec)
 	return (uint32_t)nsec / 1000u;
 }
 
-/* A field of a record, copied (relaxed: the generation orders it). */
-#define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
 
 #endif

@@ -31,6 +31,8 @@
 /* The kernel's data page count a record tied to a kernel update is checked
  * against (kdata.h; a private odd word while there is none). */
 #define th_hw_kcount() __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED)
+/* where that count's address is kept (th_abi_eval loads it where needed) */
+#define th_hw_kcount_ref() ((const uint32_t *const *)&th_kdata.seq)
 /* one iteration of a bounded wait for another thread */
 #if defined(__x86_64__) || defined(__i386__)
 #define th_hw_pause() __builtin_ia32_pause()

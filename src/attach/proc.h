@@ -235,55 +235,48 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 }
 
 /* Nonzero when a record tied to a kernel update (kseq, record.h) is no
- * longer the kernel's: branch-free, since on a machine where the records are
- * the kernel's every read asks, and elsewhere none is tied (the mask is 0). */
+ * longer the kernel's (th_abi_kseq_moved with the kernel's count). */
 static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks)
 {
-	uint32_t kc = __atomic_load_n(th_hw_kcount(), __ATOMIC_RELAXED);
-	return ((uint32_t)ks ^ kc) & (0u - (uint32_t)(ks >> 32));
+	return th_abi_kseq_moved(ks, th_hw_kcount_ref());
 }
 
-/* A counter below the record's anchor, d < 0: 1 with *n on the slope below
- * it where d is inside the window's part there, [dlo, min(ddue, 0)) (a
- * window can end below its anchor: a windup is due from ddue on). Its fields are
- * copied now, between the caller's generation check and one more (the
- * fence orders the copies before that load, as in th__read_tl_v), so they
- * are the record's that the caller copied. A kernel-mode record's window
- * is empty (dlo = ddue = 0): never. */
-static inline __attribute__((always_inline)) int th__read_below(struct th_rec *r, int ck, uint32_t g, int64_t d,
-								 int64_t ddue, int64_t *n)
+/* The counter read after the copy (th_abi_eval's late_ctr), the
+ * simulation's scheduling points inside it, and where the counter from
+ * which the page serves a counter taken first is kept. */
+static const uint64_t *const th__sh_ctr_ref = (const uint64_t *)(const void *)&th__P.sh_ctr;
+static const uint32_t *const th__sh_delta_ref = (const uint32_t *)(const void *)&th__P.sh_delta;
+static inline uint64_t th__late_ctr(void)
 {
-	uint64_t q = (uint64_t)atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
-	int64_t dlo = atomic_load_explicit(&r->dlo, memory_order_relaxed);
-	int64_t lo = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_lo : &r->mono_lo, memory_order_relaxed);
-	if (d >= 0 || d >= ddue || d < dlo || th_rec_read_end(r) != g)
-		return 0;
-	*n = (int64_t)(q + (uint64_t)d * (uint64_t)lo) >> 32;
-	return 1;
+	return th_hw_ctr_relaxed();
 }
+#ifdef TH_SIM
+#define TH__EVAL_STEP th_sim_step
+#else
+#define TH__EVAL_STEP 0
+#endif
 
 /*
  * Fine read of clock `ck` (TH_CK_*) through timeline `tl`, whose word the
- * caller loaded (after the ordered read's fence). Copies only the fields this
- * clock needs under the generation protocol (see th_snapshot for the pairing
- * of each fence). The counter `c` was read right after the word, before the
- * copy (th__read_ctr, `early`), or is read here after the copy: a record stays exact over its
- * whole window even after it has been superseded, so the counter need not be
- * taken inside the copy's window, and the window reaches below the writer's
- * sample, so a counter taken before the record was published is served
- * where it lies inside it (and is the slow path's otherwise). Either way the
- * counter is read after the fence and before the read returns, which is all
- * G1 and G2 need (the Spin model checks both positions). The result is the
- * anchor's (sec, nsec) plus a delta of at most a window: no division. 1
- * with *out and the record's REALTIME epoch *oep (the caller raises the G3
- * floor), 0 where the slow path must read.
+ * caller loaded (after the ordered read's fence): th_abi_eval, the reader
+ * <timehands.h> compiles into programs too (its comment has the protocol).
+ * The counter `c` was read right after the word, before the copy
+ * (th__read_ctr, `early`), or is read there after the copy: a record stays
+ * exact over its whole window even after it has been superseded, so the
+ * counter need not be taken inside the copy's window, and the window
+ * reaches below the writer's sample, so a counter taken before the record
+ * was published is served where it lies inside it (and is the slow path's
+ * otherwise). Either way the counter is read after the fence and before
+ * the read returns, which is all G1 and G2 need (the Spin model checks both
+ * positions). 1 with *out and the record's REALTIME epoch *oep (the caller
+ * raises the G3 floor), 0 where the slow path must read.
  * `shared`: reading the daemon's page; the switch to it waited until the
  * page's line was above everything this process had returned, so no floor
  * is needed here (the slow paths still apply the floors), for a counter at
  * or above the one at which the switch saw that (th_proc.sh_ctr). `lc` is
  * then the local word that named the shared slot: the value is served only
  * if the local word still names it after the copy (the process may have
- * left the page meanwhile, see leave_shared).
+ * left the page meanwhile, see th__leave_shared).
  */
 static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timeline *tl, uint64_t cur, int ck,
 								  int ordered, const int shared, uint64_t lc,
@@ -291,97 +284,13 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 								  uint16_t *oep)
 {
 	(void)ordered;
-	struct th_rec *r = &tl->ring[TH_CUR_SLOT(cur) % TH_RING];
-	/* One base register for every field: the compiler, which knows the
-	 * process's timeline's address, would otherwise spend one on each
-	 * field's address (and the callee-saved registers of every entry). */
-	__asm__("" : "+r"(r));
-	uint32_t g = th_rec_read_begin(r);
-	/* A record being rewritten or rewritten since `cur` named it (g not
-	 * the generation of cur's sequence: retried on the slow path). Each
-	 * check as early as it can be made, so that little stays live. */
-	if (TH_UNLIKELY(g != TH_CUR_GEN(cur)))
+	int64_t sec, n;
+	uint16_t ep;
+	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, cur), cur, ck,
+				     early, c, th__late_ctr, th_hw_kcount_ref(), TH__EVAL_STEP, shared,
+				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, &th__sh_ctr_ref, &th__sh_delta_ref, &sec,
+				     &n, &ep)))
 		return 0;
-	TH_STEP("read_fields");
-	/* A line that is the kernel's conversion at one of its updates is the
-	 * kernel's clock only while that update is the kernel's latest: the
-	 * count is loaded after the counter was read (program order, as the
-	 * vDSO re-reads its count after its counter read), so a kernel update
-	 * before the counter read is seen. A counter taken first is compared
-	 * at once; one taken after the copy, once it is read. Relaxed: the
-	 * count orders nothing else. */
-	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
-	if (early && TH_UNLIKELY(th__kseq_moved(ks)))
-		return 0;
-	/* The window at and above the anchor, [0, ddue), and its slope; the
-	 * part below the anchor and its slope are copied only where the
-	 * counter falls there (th__read_below), which keeps the registers of
-	 * the common read few. A process that reads the counter after the
-	 * copy needs dlo before it reads it (a kernel-mode record: never). */
-	uint64_t anchor = atomic_load_explicit(&r->anchor, memory_order_relaxed);
-	int64_t dlo = early ? 0 : atomic_load_explicit(&r->dlo, memory_order_relaxed);
-	int64_t ddue = atomic_load_explicit(&r->ddue, memory_order_relaxed);
-	int64_t hi = atomic_load_explicit(ck == TH_CK_RAW ? &r->raw_hi : &r->mono_hi, memory_order_relaxed);
-	int64_t sec = atomic_load_explicit(&r->at[ck].sec, memory_order_relaxed);
-	int64_t q = atomic_load_explicit(&r->at[ck].nsec_q32, memory_order_relaxed);
-	uint16_t ep = ck == TH_CK_REAL ? atomic_load_explicit(&r->epoch, memory_order_relaxed) : 0;
-	if (shared && ck == TH_CK_REAL)
-		ep = (uint16_t)(ep + atomic_load_explicit(&th__P.sh_delta, memory_order_relaxed));
-	/* The copies before the re-load of gen (and the loads below); pairs
-	 * with the writer's release fence after it stored gen = 0. */
-	uint32_t g2 = th_rec_read_end(r);
-	if (shared) {
-		/* The page copy was made while the process still read the
-		 * page (the fence above orders the copy before this load). */
-		if (TH_UNLIKELY(TH_CUR_ID(atomic_load_explicit(&th__P.tl.cur, memory_order_relaxed)) != TH_CUR_ID(lc)))
-			return 0;
-		/* A counter taken before the copy is served from the page only
-		 * at or above the counter at which the switch found the page's
-		 * line above its floors: an earlier one (taken before this
-		 * thread found the switch, the hardware's RDTSC ahead of the
-		 * word's load, or a reader preempted in between) could lie
-		 * where the line is below what this thread had just read from
-		 * the local line. Then the slow path, which reads the counter
-		 * again and applies the floors. Relaxed: ordered after the
-		 * acquire load of `lc` that saw the switch's release CAS, so
-		 * it is that switch's value or a later (larger) one. */
-		if (early && TH_UNLIKELY(c < atomic_load_explicit(&th__P.sh_ctr, memory_order_relaxed)))
-			return 0;
-	}
-	/* A record rewritten during the copy: retried on the slow path. */
-	if (TH_UNLIKELY(g2 != g))
-		return 0;
-	/* Inside the fast window |d * rate| < 2^62 (TH_MAX_WINDOW_NS), so
-	 * q + d * rate is exact in 64 bits, and equals, modulo 2^64,
-	 * (q - anchor * rate) + c * rate: the first term is computed while
-	 * the counter is read (the empty asm keeps the compiler from folding
-	 * it back after the counter), one multiply and one add follow the
-	 * counter. The header's inline read does the same. */
-	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
-	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
-	__asm__("" : "+r"(kh));
-	if (!early) {
-		/* A process that may not read the counter first: the counter
-		 * after the copy, never for a kernel-mode record (empty window:
-		 * PR_SET_TSC may forbid it). */
-		if (TH_UNLIKELY(ddue == dlo))
-			return 0;
-		TH_STEP("read_counter");
-		/* Ordered reads issued the fence before the copy. */
-		c = th_hw_ctr_relaxed();
-	}
-	int64_t n;
-	if (TH_LIKELY(c - anchor < due))
-		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;
-	else if (!th__read_below(r, ck, g, (int64_t)(c - anchor), ddue, &n))
-		return 0;
-	if (!early && TH_UNLIKELY(th__kseq_moved(ks)))
-		return 0;
-	if (TH_UNLIKELY((uint64_t)n >= 1000000000u)) {
-		int64_t k = n / 1000000000 - (n < 0);
-		sec += k;
-		n -= k * 1000000000;
-	}
 	*out = (struct th_tv){sec, n};
 	*oep = ep;
 	return 1;

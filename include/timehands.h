@@ -136,6 +136,7 @@ struct th__fast {
 const struct th__fast *th__fast(void);
 
 #if !defined(TIMEHANDS_NO_INLINE) && (defined(__GNUC__) || defined(__clang__))
+#include "timehands/abi.h"
 /* The slow half of th__time_inline: the layout check, once, and the
  * kernel's time() where its second cannot be read from memory. */
 static __attribute__((noinline, unused)) time_t th__time_call(time_t *t, const struct th__fast **cache)
@@ -153,8 +154,7 @@ static __attribute__((noinline, unused)) time_t th__time_call(time_t *t, const s
 	time_t (*fn)(time_t *) = __atomic_load_n(&f->time_fn, __ATOMIC_ACQUIRE);
 	if (fn != 0 && f != &none && __atomic_load_n(&f->ksec, __ATOMIC_ACQUIRE) == 0) {
 		time_t tk = fn(t);
-		uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
-		if ((uint64_t)tk == (w & 0xffffffffffffULL))
+		if (th_abi_time_ok((uint64_t)tk, f->g3))
 			return tk;
 	}
 	return th_time(t);
@@ -174,17 +174,12 @@ static inline time_t th__time_inline(time_t *t)
 		 * library has attached, and again if its direct reads stop
 		 * agreeing with the vDSO. */
 		const uint64_t *ks = __atomic_load_n(&f->ksec, __ATOMIC_ACQUIRE);
-		if (__builtin_expect(ks != 0, 1)) {
-			/* Relaxed loads: the kernel writes the second as one
-			 * word, and its time() reads it the same way. */
-			uint32_t sq = __atomic_load_n(__atomic_load_n(&f->kseq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-			uint64_t tk = __atomic_load_n(ks, __ATOMIC_RELAXED);
-			uint64_t w = __atomic_load_n(f->g3, __ATOMIC_RELAXED);
-			if (__builtin_expect((sq & 1) == 0 && tk == (w & 0xffffffffffffULL), 1)) {
-				if (t)
-					*t = (time_t)tk;
-				return (time_t)tk;
-			}
+		uint64_t tk;
+		if (__builtin_expect(ks != 0 && th_abi_time_read(__atomic_load_n(&f->kseq, __ATOMIC_RELAXED), ks, f->g3, &tk),
+				     1)) {
+			if (t)
+				*t = (time_t)tk;
+			return (time_t)tk;
 		}
 	}
 	return th__time_call(t, &cache);
@@ -212,7 +207,6 @@ static inline time_t th__time_inline(time_t *t)
 #if (defined(__x86_64__) || defined(__aarch64__)) && defined(CLOCK_MONOTONIC) && defined(CLOCK_REALTIME) &&   \
 	defined(CLOCK_BOOTTIME) && defined(CLOCK_TAI) && defined(CLOCK_MONOTONIC_RAW)
 #define TH__FINE_INLINE 1
-#include "timehands/abi.h"
 
 /* What the inline reads need from the library, cached per translation unit
  * (every thread computes the same values; ctr_op, below, says when they are

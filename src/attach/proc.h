@@ -36,7 +36,7 @@ struct th_wipe {
 	_Atomic uint32_t state;
 };
 
-#define TH_G3_SECMASK (((uint64_t)1 << 48) - 1)
+#define TH_G3_SECMASK TH_ABI_G3_SECMASK
 
 /*
  * Shared mode. timehandsd's page is mapped read-only over this page-aligned
@@ -560,15 +560,10 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;
 static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_t *out)
 {
 	const uint64_t *rs = __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED);
-	if (TH_UNLIKELY(rs == NULL))
-		return 0;
-	/* Relaxed loads: the kernel writes the second as one word, and its
-	 * time() reads it so; the floor is one word too, raised at most once
-	 * per second. */
-	uint32_t sq = __atomic_load_n(__atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), __ATOMIC_RELAXED);
-	uint64_t tk = __atomic_load_n(rs, __ATOMIC_RELAXED);
-	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_UNLIKELY((sq & 1) != 0 || tk != (w & TH_G3_SECMASK)))
+	uint64_t tk;
+	if (TH_UNLIKELY(rs == NULL) ||
+	    TH_UNLIKELY(!th_abi_time_read(__atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), rs,
+					  (const uint64_t *)(const void *)&th__P.g3, &tk)))
 		return 0;
 	if (TH_UNLIKELY(t != NULL)) /* time(NULL), the common call, branches nowhere */
 		*t = (time_t)tk;
@@ -583,9 +578,7 @@ static inline __attribute__((always_inline)) int th__time_kfn(time_t (*kt)(time_
 {
 	time_t tk = kt(NULL);
 	*out = tk;
-	/* Relaxed, as above. */
-	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (TH_UNLIKELY((uint64_t)tk != (w & TH_G3_SECMASK)))
+	if (TH_UNLIKELY(!th_abi_time_ok((uint64_t)tk, (const uint64_t *)(const void *)&th__P.g3)))
 		return 0;
 	if (t)
 		*t = tk;

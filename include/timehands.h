@@ -313,12 +313,12 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
 #endif
 
 /*
- * One fast read of clock ck (0 MONOTONIC, 1 REALTIME, 2 BOOTTIME, 3 TAI,
- * 4 MONOTONIC_RAW: the record's order) from this process's timeline
+ * One fast read of clock ck (TH_ABI_CK_*) from this process's timeline
  * x->tl, or from the daemon's x->page_tl while the process's word names the
  * shared slot, with the counter read right after the process's word by
- * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one): 1 with
- * (*sec, *nsec), or 0 when the library must read.
+ * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one), the
+ * record read by th_abi_eval, as the library reads it: 1 with (*sec,
+ * *nsec), or 0 when the library must read.
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
 							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
@@ -395,11 +395,11 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 }
 
 #define TH__FINE_CK(id)                                                                              \
-	((id) == CLOCK_MONOTONIC || (id) == TH_CLOCK_MONOTONIC_RELAXED ? 0                          \
-	 : (id) == CLOCK_REALTIME || (id) == TH_CLOCK_REALTIME_RELAXED ? 1                           \
-	 : (id) == CLOCK_BOOTTIME ? 2                                                                \
-	 : (id) == CLOCK_TAI ? 3                                                                     \
-	 : (id) == CLOCK_MONOTONIC_RAW ? 4                                                           \
+	((id) == CLOCK_MONOTONIC || (id) == TH_CLOCK_MONOTONIC_RELAXED ? TH_ABI_CK_MONO             \
+	 : (id) == CLOCK_REALTIME || (id) == TH_CLOCK_REALTIME_RELAXED ? TH_ABI_CK_REAL              \
+	 : (id) == CLOCK_BOOTTIME ? TH_ABI_CK_BOOT                                                   \
+	 : (id) == CLOCK_TAI ? TH_ABI_CK_TAI                                                         \
+	 : (id) == CLOCK_MONOTONIC_RAW ? TH_ABI_CK_RAW                                               \
 				       : -1)
 #define TH__FINE_ORDERED(id) ((id) != TH_CLOCK_MONOTONIC_RELAXED && (id) != TH_CLOCK_REALTIME_RELAXED)
 #define th_clock_gettime(id, ts)                                                                     \
@@ -422,7 +422,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 	if (__builtin_expect(tv != 0 && tz == 0 && op - 1u < 2u, 1)) {
 		TH__PRE_FENCE();
 		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
-						  1, 1, op, 0, &sec, &n),
+						  TH_ABI_CK_REAL, 1, op, 0, &sec, &n),
 				     1)) {
 			tv->tv_sec = (time_t)sec;
 			tv->tv_usec = (__typeof__(tv->tv_usec))th_abi_usec(n);

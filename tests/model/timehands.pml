@@ -1,6 +1,7 @@
 /*
  * Spin model of timehands' publication protocol (src/core/record.h,
- * src/core/record.c, src/attach/windup.c, shared.c and slow.c, the fast path in src/attach/proc.h).
+ * src/core/record.c, src/attach/windup.c, shared.c and slow.c, the fast path in src/attach/proc.h
+ * and its record reader th_abi_eval in include/timehands/abi.h).
  *
  * What is modelled, step by step as in the code (each label below is the
  * TH_STEP name the code uses at that point):

@@ -307,5 +307,4 @@ static inline uint32_t th_abi_usec(int64_t nsec)
 	return (uint32_t)nsec / 1000u;
 }
 
-
 #endif

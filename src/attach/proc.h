@@ -89,7 +89,7 @@ struct th_proc {
 	 * minus a MONOTONIC read after it), and the measurement never takes
 	 * less than that bound, so that the records' readings do not undercut
 	 * those readings (G2). koff_begun: the writer has begun that
-	 * measurement (kernel_first, take_sample: a store, a fence and a load
+	 * measurement (kernel_first, th__take_sample: a store, a fence and a load
 	 * on either side, so that one of them sees the other's). */
 	_Atomic int64_t koff_lb[2];
 	_Atomic uint32_t koff_begun;

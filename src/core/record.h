@@ -62,7 +62,7 @@ enum th_rec_kind {
  * for a process's own timeline. */
 enum {
 	/* A kernel-mode record whose coarse value may be older than coarse
-	 * values already served (a leave of shared mode: see leave_shared):
+	 * values already served (a leave of shared mode: see th__leave_shared):
 	 * coarse reads of it take a fine reading and raise the coarse floor. */
 	TH_RECF_COARSE_FINE = 1,
 	/* A kernel-mode record planned while the writer's REALTIME and

@@ -112,12 +112,12 @@ TH_FINE_FUNCS(read_realtime_relaxed, TH_CK_REAL, 0)
  * (th__coarse_ts also holds REALTIME to the G3 floor). */
 static __attribute__((noinline)) int read_monotonic_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(0, ts);
+	return th__coarse_ts(TH_CK_MONO, ts);
 }
 
 static __attribute__((noinline)) int read_realtime_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(1, ts);
+	return th__coarse_ts(TH_CK_REAL, ts);
 }
 
 /* Not the common case: TIMEHANDS_DISABLE=1, a NULL pointer, or an id the

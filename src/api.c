@@ -32,7 +32,7 @@ TH_FINE_FUNCS(get_realtime_relaxed, TH_CK_REAL, 0)
 
 static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(0, ts);
+	return th__coarse_ts(TH_CK_MONO, ts);
 }
 
 /* G3 for coarse REALTIME: never a second below one a fine read has
@@ -40,7 +40,7 @@ static __attribute__((noinline)) int get_monotonic_coarse(struct timespec *ts)
  * the rare case to th__coarse_real_slow). */
 static __attribute__((noinline)) int get_realtime_coarse(struct timespec *ts)
 {
-	return th__coarse_ts(1, ts);
+	return th__coarse_ts(TH_CK_REAL, ts);
 }
 
 static __attribute__((noinline)) int null_timespec(clockid_t id)
@@ -188,6 +188,20 @@ TH_API clock_t th_clock(void)
 	return th__clock();
 }
 
+/*
+ * The process's mode (enum th_mode), derived from the two things that make
+ * it: whose records its word `cur` names (its own, or the daemon's page:
+ * slot TH_SLOT_SHARED), and whether the current one, *s (copied when
+ * `have`), is a line; a kernel-mode or TRANSIT record, none, or a process
+ * in pass-through is kernel mode. The transitions: doc/design.md.
+ */
+static unsigned mode_of(uint64_t cur, int have, const struct th_snap *s, int passthrough)
+{
+	if (!have || s->kind != TH_REC_LINE || passthrough)
+		return TH_MODE_KERNEL;
+	return TH_CUR_SLOT(cur) == TH_SLOT_SHARED ? TH_MODE_SHARED : TH_MODE_LOCAL;
+}
+
 static void copy_str(char *dst, size_t size, const char *src)
 {
 	size_t n = strlen(src);
@@ -228,8 +242,8 @@ TH_API int th_status(struct th_status *out, size_t size)
 	uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	int shared = TH_CUR_SLOT(lc) == TH_SLOT_SHARED;
 	int have = th_snapshot(shared ? th__page_tl() : &p->tl, &s, &r) == 0;
-	int line = have && s.kind == TH_REC_LINE && !p->passthrough;
-	st.mode = shared && line ? TH_MODE_SHARED : line ? TH_MODE_LOCAL : TH_MODE_KERNEL;
+	st.mode = mode_of(lc, have, &s, p->passthrough);
+	int line = st.mode != TH_MODE_KERNEL;
 	st.counter_available = (uint32_t)p->trust.available;
 	st.counter = line ? (uint32_t)p->trust.available : TH_COUNTER_NONE;
 	st.freq_nominal_hz = p->trust.nominal_hz;

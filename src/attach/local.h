@@ -25,25 +25,13 @@ static inline clockid_t line_clock(int line)
 	return line == TH_RAW ? CLOCK_MONOTONIC_RAW : CLOCK_MONOTONIC;
 }
 
-static inline int ck_of(int line, int sel)
-{
-	if (line == TH_RAW)
-		return TH_CK_RAW;
-	switch (sel) {
-	case TH_SEL_REAL: return TH_CK_REAL;
-	case TH_SEL_BOOT: return TH_CK_BOOT;
-	case TH_SEL_TAI: return TH_CK_TAI;
-	default: return TH_CK_MONO;
-	}
-}
-
-/* The kernel's clock for (line, sel), i.e. for clock ck_of(line, sel). */
-static inline clockid_t exact_clock(int line, int sel)
+/* The kernel's clock ck (TH_CK_*). */
+static inline clockid_t exact_clock(int ck)
 {
 	static const clockid_t kernel_id[TH_NCLOCKS] = {
 		[TH_CK_MONO] = CLOCK_MONOTONIC, [TH_CK_REAL] = CLOCK_REALTIME, [TH_CK_BOOT] = CLOCK_BOOTTIME,
 		[TH_CK_TAI] = CLOCK_TAI,        [TH_CK_RAW] = CLOCK_MONOTONIC_RAW};
-	return kernel_id[ck_of(line, sel)];
+	return kernel_id[ck];
 }
 
 static inline int64_t kread_ns(clockid_t id)
@@ -53,10 +41,10 @@ static inline int64_t kread_ns(clockid_t id)
 	return ts_ns(&ts);
 }
 
-/* The kernel's own clock for (line, sel): before attach, and in pass-through. */
-static inline int kernel_exact(int line, int sel, uint64_t *ns)
+/* The kernel's own clock ck: before attach, and in pass-through. */
+static inline int kernel_exact(int ck, uint64_t *ns)
 {
-	*ns = (uint64_t)kread_ns(exact_clock(line, sel));
+	*ns = (uint64_t)kread_ns(exact_clock(ck));
 	return 0;
 }
 
@@ -110,7 +98,7 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead);
 int th__try_shared(struct th_proc *p, int timeout_ms);
 
 /* slow.c: values the slow paths compute, and the coarse floor */
-int th__kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v);
+int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_t *v);
 uint64_t th__above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch);
 void th__raise_coarse_floor(struct th_proc *p, uint64_t v);
 

@@ -175,8 +175,8 @@ extern struct th_wipe *_Atomic th__wipe TH_HIDDEN;
 /* Out of line (attach.c, windup.c, slow.c). */
 int th__attach(void) TH_HIDDEN;
 int th__warn_to_stderr(void) TH_HIDDEN;
-int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
-int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
+int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
+int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 void th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN;
 int th__windup_try(void) TH_HIDDEN;
 void th__account_retries(unsigned n) TH_HIDDEN;
@@ -211,7 +211,7 @@ struct th_tv {
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
 struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
-int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
+int th__coarse_ts_slow(int ck, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
  * that wants no epoch). */
 int th__coarse_real_slow(struct timespec *ts) TH_HIDDEN;
@@ -467,7 +467,7 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 }
 
 /*
- * Coarse MONOTONIC (ci 0) or REALTIME (ci 1): the line's value at the last
+ * Coarse MONOTONIC (ck 0) or REALTIME (ck 1): the line's value at the last
  * windup. Local records are refreshed at each kernel tick, so the kernel's
  * coarse clock tells a stale one (any tick since the record's). The daemon
  * refreshes its page every tick, some time after the kernel's: a page record
@@ -483,7 +483,7 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 /* The coarse reading from the coarse block of timeline `tl` (record.h),
  * given the kernel's coarse clock now (`fresh`) and how far behind it the
  * block's tick is stale. */
-static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct timespec *ts,
+static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct timespec *ts,
 								const struct th_timeline *tl, uint64_t cur,
 								uint64_t fresh, uint64_t fresh_ns, const int shared,
 								uint64_t lc)
@@ -506,13 +506,13 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct t
 	if (TH_UNLIKELY(atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
 			atomic_load_explicit(&b->coarse, memory_order_relaxed)))
 		goto slow;
-	int64_t sec = atomic_load_explicit(&b->sec[ci], memory_order_relaxed);
+	int64_t sec = atomic_load_explicit(&b->sec[ck], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;
-	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ci], memory_order_relaxed);
+	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ck], memory_order_relaxed);
 	/* REALTIME: the G3 floor (the largest second a fine REALTIME reading
 	 * returned) above this second is left to th__coarse_real_slow, which
 	 * knows the floor's epoch. */
-	if (ci && TH_UNLIKELY((int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec))
+	if (ck == TH_CK_REAL && TH_UNLIKELY((int64_t)(atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > sec))
 		goto slow;
 	/* Orders the copies before the re-load of the count; pairs with the
 	 * writer's release fence after it made the count odd. */
@@ -525,10 +525,10 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ci, struct t
 	if (TH_LIKELY(atomic_load_explicit(&b->seq, memory_order_relaxed) == (s & ~1u)))
 		return 0;
 slow:
-	return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
+	return ck == TH_CK_REAL ? th__coarse_real_slow(ts) : th__coarse_ts_slow(TH_CK_MONO, ts, NULL);
 }
 
-static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct timespec *ts, uint64_t cur,
+static inline __attribute__((always_inline)) int th__coarse_ts_at(int ck, struct timespec *ts, uint64_t cur,
 								  uint64_t fresh)
 {
 	if (TH_CUR_SLOT(cur) == TH_SLOT_SHARED) {
@@ -539,16 +539,16 @@ static inline __attribute__((always_inline)) int th__coarse_ts_at(int ci, struct
 		uint64_t fresh_ns = atomic_load_explicit(&th__P.sh_fresh_fast, memory_order_acquire);
 		/* Acquire: pairs with the daemon's release commit. */
 		uint64_t pcur = atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire);
-		return th__coarse_blk(ci, ts, th__page_tl(), pcur, fresh, fresh_ns, 1, cur);
+		return th__coarse_blk(ck, ts, th__page_tl(), pcur, fresh, fresh_ns, 1, cur);
 	}
 	/* Relaxed: another thread's first attach may be storing the tick
 	 * while this one reads a record word that names no record yet (the
 	 * block then sends it to the slow path whatever the value). */
-	return th__coarse_blk(ci, ts, &th__P.tl, cur, fresh, __atomic_load_n(&th__P.tick_ns, __ATOMIC_RELAXED) / 2,
+	return th__coarse_blk(ck, ts, &th__P.tl, cur, fresh, __atomic_load_n(&th__P.tick_ns, __ATOMIC_RELAXED) / 2,
 			      0, 0);
 }
 
-int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur) TH_HIDDEN;
+int th__coarse_ts_k(int ck, struct timespec *ts, uint64_t cur) TH_HIDDEN;
 
 /*
  * th_time()'s fast path where the kernel's seconds are read from its data
@@ -585,10 +585,10 @@ static inline __attribute__((always_inline)) int th__time_kfn(time_t (*kt)(time_
 	return 1;
 }
 
-int th__coarse_kv_slow(int ci, struct timespec *ts) TH_HIDDEN;
+int th__coarse_kv_slow(int ck, struct timespec *ts) TH_HIDDEN;
 
 /*
- * Coarse MONOTONIC (ci 0) or REALTIME (ci 1) while the records are the
+ * Coarse MONOTONIC (ck 0) or REALTIME (ck 1) while the records are the
  * kernel's own conversion: the kernel's coarse clocks themselves, from its
  * data page under its count (as th_kdata_mono_coarse). A fine reading is the
  * kernel's, so the kernel's coarse value never exceeds a later one (G4) and
@@ -597,7 +597,7 @@ int th__coarse_kv_slow(int ci, struct timespec *ts) TH_HIDDEN;
  * the kernel's), REALTIME with an offset no record has followed yet (a step)
  * or below the G3 floor.
  */
-static inline __attribute__((always_inline)) int th__coarse_kv(int ci, struct timespec *ts)
+static inline __attribute__((always_inline)) int th__coarse_kv(int ck, struct timespec *ts)
 {
 #ifndef TH_SIM
 	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
@@ -607,17 +607,17 @@ static inline __attribute__((always_inline)) int th__coarse_kv(int ci, struct ti
 	uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
 	uint64_t msec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), mnsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
 	/* REALTIME_COARSE is the base before MONOTONIC_COARSE (clock ids 5, 6) */
-	uint64_t rsec = ci ? __atomic_load_n(&b[-2], __ATOMIC_RELAXED) : 0;
-	uint64_t rnsec = ci ? __atomic_load_n(&b[-1], __ATOMIC_RELAXED) : 0;
+	uint64_t rsec = ck == TH_CK_REAL ? __atomic_load_n(&b[-2], __ATOMIC_RELAXED) : 0;
+	uint64_t rnsec = ck == TH_CK_REAL ? __atomic_load_n(&b[-1], __ATOMIC_RELAXED) : 0;
 	/* The loads complete before the count is read again; pairs with the
 	 * kernel's vdso_write_begin. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (TH_UNLIKELY(__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u)))
-		return th__coarse_kv_slow(ci, ts);
+		return th__coarse_kv_slow(ck, ts);
 	uint64_t m = msec * 1000000000u + mnsec;
 	if (TH_UNLIKELY(m < atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed)))
-		return th__coarse_kv_slow(ci, ts);
-	if (!ci) {
+		return th__coarse_kv_slow(ck, ts);
+	if (ck == TH_CK_MONO) {
 		ts->tv_sec = (time_t)msec;
 		ts->tv_nsec = (long)mnsec;
 		return 0;
@@ -625,26 +625,26 @@ static inline __attribute__((always_inline)) int th__coarse_kv(int ci, struct ti
 	int64_t off = (int64_t)(rsec * 1000000000u + rnsec - m);
 	if (TH_UNLIKELY(off != atomic_load_explicit(&th__P.kv_off_real, memory_order_relaxed)) ||
 	    TH_UNLIKELY((atomic_load_explicit(&th__P.g3, memory_order_relaxed) & TH_G3_SECMASK) > rsec))
-		return th__coarse_kv_slow(ci, ts);
+		return th__coarse_kv_slow(ck, ts);
 	ts->tv_sec = (time_t)rsec;
 	ts->tv_nsec = (long)rnsec;
 	return 0;
 #else
-	return th__coarse_kv_slow(ci, ts);
+	return th__coarse_kv_slow(ck, ts);
 #endif
 }
 
-/* Coarse MONOTONIC (ci 0) or REALTIME (ci 1, held to the G3 floor). */
-static inline __attribute__((always_inline)) int th__coarse_ts(int ci, struct timespec *ts)
+/* Coarse MONOTONIC (ck 0) or REALTIME (ck 1, held to the G3 floor). */
+static inline __attribute__((always_inline)) int th__coarse_ts(int ck, struct timespec *ts)
 {
 	if (atomic_load_explicit(&th__P.kv_on, memory_order_relaxed))
-		return th__coarse_kv(ci, ts);
+		return th__coarse_kv(ck, ts);
 	/* Acquire: as in th__read_cur. */
 	uint64_t cur = atomic_load_explicit(&th__P.tl.cur, memory_order_acquire);
 	uint64_t fresh;
 	if (TH_UNLIKELY(!th_hw_kcoarse_direct(&fresh)))
-		return th__coarse_ts_k(ci, ts, cur);
-	return th__coarse_ts_at(ci, ts, cur, fresh);
+		return th__coarse_ts_k(ck, ts, cur);
+	return th__coarse_ts_at(ck, ts, cur, fresh);
 }
 
 #endif

@@ -27,12 +27,12 @@
  * and the reading is not served; the first record is waited for (bounded) and
  * read instead.
  */
-static int kernel_first(struct th_proc *p, int line, int sel, uint64_t *ns)
+static int kernel_first(struct th_proc *p, int ck, uint64_t *ns)
 {
-	int i = sel == TH_SEL_REAL ? 0 : sel == TH_SEL_BOOT ? 1 : -1;
-	if (i < 0 || line != TH_MONO)
-		return kernel_exact(line, sel, ns) == 0;
-	uint64_t r = (uint64_t)kread_ns(exact_clock(line, sel));
+	int i = ck == TH_CK_REAL ? 0 : ck == TH_CK_BOOT ? 1 : -1;
+	if (i < 0)
+		return kernel_exact(ck, ns) == 0;
+	uint64_t r = (uint64_t)kread_ns(exact_clock(ck));
 	int64_t m = kread_ns(CLOCK_MONOTONIC);
 	/* Seq_cst raise and fence: the load of koff_begun comes after the
 	 * raise; pairs with th__take_sample's store, fence and loads. */
@@ -67,9 +67,9 @@ void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 
 /* A record whose offsets may not be served: the kernel's own clock for
  * REALTIME, BOOTTIME and TAI (TH_RECF_KERNEL_OFFSETS). */
-static int exact_offsets(const struct th_snap *s, int line, int sel)
+static int exact_offsets(const struct th_snap *s, int ck)
 {
-	return (s->flags & TH_RECF_KERNEL_OFFSETS) && line == TH_MONO && sel != TH_SEL_NONE;
+	return (s->flags & TH_RECF_KERNEL_OFFSETS) && th__ck_line(ck) == TH_MONO && th__ck_sel(ck) != TH_SEL_NONE;
 }
 
 /* A kernel's line the kernel moved on from, while another thread holds the
@@ -88,21 +88,22 @@ static int kv_wait(struct th_proc *p, uint64_t cur)
 }
 
 /*
- * Kernel-served value of clock (line, sel) for a KERNEL/TRANSIT record or an
+ * Kernel-served value of clock ck for a KERNEL/TRANSIT record or an
  * expired LINE: phi of the kernel's reading (record.h) plus the record's
  * offset, or the kernel's own clock where the record's offsets may not be
  * served (its MONOTONIC equivalent, minus the offset, then stands in for the
  * kernel reading in the checks below). Returns 1 with *v set, 0 if the caller
  * must read again (a new record appeared).
  */
-int th__kernel_value(struct th_proc *p, const struct th_snap *s, int line, int sel, uint64_t *v)
+int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_t *v)
 {
+	const int line = th__ck_line(ck), sel = th__ck_sel(ck);
 	/* The kernel's line that the kernel has moved on from: its readings
 	 * were the kernel's, so is this one, of the very clock asked for (its
 	 * offsets may be those before a step). */
-	int exact = exact_offsets(s, line, sel) || s->kseq != 0;
+	int exact = exact_offsets(s, ck) || s->kseq != 0;
 	uint64_t off = (uint64_t)snap_offset(s, sel);
-	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(line, sel) : line_clock(line));
+	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(ck) : line_clock(line));
 	uint64_t k = exact ? ke - off : ke;
 	uint64_t C = th_snap_ceiling(s, line);
 	uint64_t m = exact ? k : th_phi(k, C, s->bound[line]);
@@ -170,12 +171,12 @@ uint64_t th__above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch)
  * `last`: the caller's passes are over; no windup and no second look at the
  * page's word (th__fine_slow's fallback).
  */
-static int shared_value(struct th_proc *p, uint64_t lc, int line, int sel, int ordered, uint64_t *ns,
-			uint16_t *epoch, int last)
+static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uint64_t *ns, uint16_t *epoch,
+			int last)
 {
+	const int line = th__ck_line(ck), sel = th__ck_sel(ck);
 	struct th_snap ps = {0};
 	unsigned retries = 0;
-	int ck = ck_of(line, sel);
 	int have = th_snapshot_progress(th__page_tl(), &ps, &retries) == 0;
 	if (have) {
 		*epoch = page_epoch(p, ps.epoch);
@@ -235,9 +236,10 @@ static int records_moved(struct th_proc *p, uint64_t pass_cur, uint64_t pass_pag
 	       TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed)) != TH_CUR_ID(pass_page);
 }
 
-int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
+int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 {
 	struct th_proc *p = &th__P;
+	const int line = th__ck_line(ck), sel = th__ck_sel(ck);
 	*epoch = 0;
 	/* Another thread may be attaching: the records it has published so
 	 * far are used like any others (its windup holds the lock); with none
@@ -265,7 +267,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
 			have = 0; /* a local snapshot of an earlier pass is superseded */
 			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
-			if (shared_value(p, lc, line, sel, ordered, ns, epoch, 0))
+			if (shared_value(p, lc, ck, ordered, ns, epoch, 0))
 				return 0;
 			continue;
 		}
@@ -282,9 +284,9 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 		/* No record (nothing committed yet, or pass-through): nothing
 		 * was served from a line, the kernel's clock is exact. */
 		if (ready && p->passthrough)
-			return kernel_exact(line, sel, ns);
+			return kernel_exact(ck, ns);
 		if (!ok) {
-			if (kernel_first(p, line, sel, ns))
+			if (kernel_first(p, ck, ns))
 				return 0;
 			continue;
 		}
@@ -310,7 +312,7 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 			if (s.kseq && th__kseq_moved(s.kseq) && kv_wait(p, s.cur))
 				continue;
 		}
-		if (th__kernel_value(p, &s, line, sel, &v)) {
+		if (th__kernel_value(p, &s, ck, &v)) {
 			*ns = v;
 			return 0;
 		}
@@ -322,16 +324,16 @@ int th__fine_slow(int line, int sel, int ordered, uint64_t *ns, uint16_t *epoch)
 	 * meanwhile. */
 	if (!have) { /* the last pass read the page */
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, line, sel, ordered, ns, epoch, 1))
+		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, ck, ordered, ns, epoch, 1))
 			return 0;
 		*epoch = 0;
-		return kernel_exact(line, sel, ns);
+		return kernel_exact(ck, ns);
 	}
 	/* Else phi of the last local record, the current one (never below
 	 * anything returned before it); the kernel's own clock after the
 	 * kernel's line. */
-	if (exact_offsets(&s, line, sel) || s.kseq)
-		return kernel_exact(line, sel, ns);
+	if (exact_offsets(&s, ck) || s.kseq)
+		return kernel_exact(ck, ns);
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
 	return 0;
@@ -383,8 +385,9 @@ static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
  * offsets may not be served): no G3 floor applies to it (th__coarse_real_slow),
  * the kernel's REALTIME going back only where the kernel stepped it, which
  * the floor's epoch may not show yet. 0 otherwise. */
-int th__coarse_slow(int sel, uint64_t *ns, uint16_t *epoch)
+int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 {
+	const int sel = th__ck_sel(ck);
 	struct th_proc *p = &th__P;
 	int exact = 0;
 	*epoch = 0;
@@ -495,7 +498,7 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 	uint64_t ns;
 	uint16_t ep;
 	struct timespec ts;
-	th__fine_slow(th__ck_line(ck), th__ck_sel(ck), ordered, &ns, &ep);
+	th__fine_slow(ck, ordered, &ns, &ep);
 	ns_to_ts((int64_t)ns, &ts);
 	if (ck == TH_CK_REAL)
 		th__g3_raise(ts.tv_sec, ep);
@@ -516,13 +519,13 @@ struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int
 
 /* th__coarse_ts where the kernel's coarse clock is read through the vDSO:
  * no direct read (kdata.h), or the kernel was updating its page. */
-int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
+int th__coarse_ts_k(int ck, struct timespec *ts, uint64_t cur)
 {
 	if (!th_hw_have_kcoarse())
-		return ci ? th__coarse_real_slow(ts) : th__coarse_ts_slow(0, ts, NULL);
+		return ck == TH_CK_REAL ? th__coarse_real_slow(ts) : th__coarse_ts_slow(TH_CK_MONO, ts, NULL);
 	struct timespec kts;
 	th_hw_kread(CLOCK_MONOTONIC_COARSE, &kts);
-	return th__coarse_ts_at(ci, ts, cur, (uint64_t)ts_ns(&kts));
+	return th__coarse_ts_at(ck, ts, cur, (uint64_t)ts_ns(&kts));
 }
 
 /* th__coarse_kv's slow path: the kernel's coarse clocks from one consistent
@@ -535,7 +538,7 @@ int th__coarse_ts_k(int ci, struct timespec *ts, uint64_t cur)
  * coarse reading served before exceeds and no later fine one undercuts
  * (G2-G4; the kernel's coarse clock alone would ignore both floors), though
  * a later coarse reading, the kernel's, may (hence the wait). */
-int th__coarse_kv_slow(int ci, struct timespec *ts)
+int th__coarse_kv_slow(int ck, struct timespec *ts)
 {
 #ifndef TH_SIM
 	struct th_proc *p = &th__P;
@@ -557,7 +560,7 @@ int th__coarse_kv_slow(int ci, struct timespec *ts)
 		uint64_t f = atomic_load_explicit(&p->coarse_floor, memory_order_relaxed);
 		if (m < f)
 			m = f;
-		if (!ci) {
+		if (ck == TH_CK_MONO) {
 			ns_to_ts((int64_t)m, ts);
 			return 0;
 		}
@@ -570,14 +573,14 @@ int th__coarse_kv_slow(int ci, struct timespec *ts)
 		return 0;
 	}
 #endif
-	return th__fine(ci ? TH_CK_REAL : TH_CK_MONO, 1, ts);
+	return th__fine(ck, 1, ts);
 }
 
 int th__coarse_real_slow(struct timespec *ts)
 {
 	uint16_t ep;
 	uint64_t ns;
-	int exact = th__coarse_slow(TH_SEL_REAL, &ns, &ep);
+	int exact = th__coarse_slow(TH_CK_REAL, &ns, &ep);
 	ns_to_ts((int64_t)ns, ts);
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 	if (!exact && (uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
@@ -587,11 +590,11 @@ int th__coarse_real_slow(struct timespec *ts)
 	return 0;
 }
 
-int th__coarse_ts_slow(int ci, struct timespec *ts, uint16_t *epoch)
+int th__coarse_ts_slow(int ck, struct timespec *ts, uint16_t *epoch)
 {
 	uint64_t ns;
 	uint16_t ep;
-	th__coarse_slow(ci ? TH_SEL_REAL : TH_SEL_NONE, &ns, epoch ? epoch : &ep);
+	th__coarse_slow(ck, &ns, epoch ? epoch : &ep);
 	ns_to_ts((int64_t)ns, ts);
 	return 0;
 }

@@ -248,6 +248,8 @@ struct th_coarse_block {
 	_Atomic int64_t sec[2];    /* coarse MONOTONIC and REALTIME: seconds */
 	_Atomic int64_t nsec[2];   /* and nanoseconds */
 };
+/* indexed by the clock, TH_CK_MONO or TH_CK_REAL, as every coarse read's ck */
+_Static_assert(TH_CK_MONO == 0 && TH_CK_REAL == 1, "coarse block order");
 
 struct th_timeline {
 	_Atomic uint64_t cur;

@@ -146,7 +146,7 @@ static inline void ns_to_ts(uint64_t ns, struct timespec *ts)
 static inline __attribute__((always_inline)) uint64_t coarse_now(void)
 {
 	struct timespec ts;
-	th__coarse_ts(0, &ts);
+	th__coarse_ts(TH_CK_MONO, &ts);
 	return ts_to_ns(&ts);
 }
 
@@ -439,11 +439,11 @@ static int calibrate(struct th_cpu_page *pg, uint64_t *off)
 	int64_t o = 0;
 	for (int i = 0; i < 4; i++) {
 		struct timespec a, b;
-		th__coarse_ts(0, &a);
+		th__coarse_ts(TH_CK_MONO, &a);
 		long k = syscall(SYS_times, NULL);
 		if (k == -1)
 			return -1;
-		th__coarse_ts(0, &b);
+		th__coarse_ts(TH_CK_MONO, &b);
 		int64_t ta = mono_ticks(&a, hz), tb = mono_ticks(&b, hz);
 		o = (int64_t)k - tb;
 		if (ta == tb)
@@ -512,7 +512,7 @@ clock_t th__times(struct tms *buf)
 	/* The elapsed ticks come from this MONOTONIC_COARSE reading (the
 	 * kernel's times() counts ticks too), which also dates the cache. */
 	struct timespec ts;
-	th__coarse_ts(0, &ts);
+	th__coarse_ts(TH_CK_MONO, &ts);
 	/* Acquire: as in proc_ns. */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_UNLIKELY(pg == NULL))

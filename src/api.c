@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "attach/proc.h"
+#include "attach/wstate.h"
 #include "cputime/cputime.h"
 #include "kclock.h"
 #include "kdata.h"
@@ -275,7 +276,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 		copy_str(st.reason, sizeof st.reason, "a windup holds the writer's lock: writer state not shown");
 		goto counters;
 	}
-	const struct th_line_disc *L = &p->disc.line[TH_MONO];
+	const struct th_line_disc *L = &th__W.disc.line[TH_MONO];
 	if (shared && line && s.hi[TH_MONO] > 0) {
 		/* the daemon's line */
 		st.freq_hz = 4294967296.0 * 1e9 / (double)s.hi[TH_MONO];
@@ -284,7 +285,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 		st.freq_hz = 1e9 / L->rate;
 		st.freq_uncertainty_ppm = L->unc * 1e6;
 	}
-	int measured = L->have && (p->trust.nominal_hz <= 0 || L->unc < p->disc.cfg.nominal_unc);
+	int measured = L->have && (p->trust.nominal_hz <= 0 || L->unc < th__W.disc.cfg.nominal_unc);
 	copy_str(st.freq_source, sizeof st.freq_source,
 		 shared && line ? "timehandsd" : measured ? "measured" : p->trust.freq_source);
 	if (measured && p->trust.nominal_hz > 0 && !(shared && line)) {
@@ -296,24 +297,24 @@ TH_API int th_status(struct th_status *out, size_t size)
 			copy_str(st.freq_source, sizeof st.freq_source, buf);
 		}
 	}
-	st.window_ns = p->disc.window_ns;
-	st.resyncs = p->disc.resyncs;
+	st.window_ns = th__W.disc.window_ns;
+	st.resyncs = th__W.disc.resyncs;
 	if (p->passthrough)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
 	else if ((shared && line) || (line && s.kseq))
 		st.reason[0] = 0; /* the fastest modes */
 	else if (!p->trust.usable && !(shared && line))
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
-	else if (p->reason[0])
-		copy_str(st.reason, sizeof st.reason, p->reason);
-	else if (!line && th_disc_offsets_wide(&p->disc))
+	else if (th__W.reason[0])
+		copy_str(st.reason, sizeof st.reason, th__W.reason);
+	else if (!line && th_disc_offsets_wide(&th__W.disc))
 		copy_str(st.reason, sizeof st.reason,
 			 "REALTIME and BOOTTIME offsets not yet measured closely (the kernel's reads were slow or "
 			 "preempted): those clocks are the kernel's own until they are");
-	else if (!line && !th_disc_ready(&p->disc))
+	else if (!line && !th_disc_ready(&th__W.disc))
 		copy_str(st.reason, sizeof st.reason, "calibrating: the counter frequency is being measured");
-	else if (p->page_reason[0])
-		copy_str(st.reason, sizeof st.reason, p->page_reason); /* local or kernel: why not shared */
+	else if (th__W.page_reason[0])
+		copy_str(st.reason, sizeof st.reason, th__W.page_reason); /* local or kernel: why not shared */
 	else if (!line)
 		copy_str(st.reason, sizeof st.reason,
 			 "between lines: the kernel's clocks serve until a kernel sample narrow enough to start one");

@@ -18,6 +18,7 @@
 #include "timehands.h"
 
 struct th_proc th__P __attribute__((aligned(64)));
+struct th_wstate th__W;
 struct th_page_area th__page_area;
 static struct th_wipe wipe_static;
 struct th_wipe *_Atomic th__wipe = &wipe_static;
@@ -47,23 +48,23 @@ static void reset_writer(struct th_proc *p)
 	th_disc_config_default(&dc, p->tick_ns);
 	if (p->trust.nominal_hz > 0)
 		dc.nominal_rate = 1e9 / p->trust.nominal_hz;
-	th_disc_init(&p->disc, &dc);
-	p->counter_usable = p->trust.usable;
+	th_disc_init(&th__W.disc, &dc);
+	th__W.counter_usable = p->trust.usable;
 	/* Relaxed: see th_proc.ctr_early (a fork child recomputes it here from
 	 * the same trust). Where the CPU declares LFENCE serializing, LFENCE;RDTSC
 	 * is the cheaper ordered read (AMD Zen: RDTSCP costs more); elsewhere
 	 * RDTSCP is (Intel), and LFENCE;RDTSC is what is left without it. */
-	uint32_t op = !p->counter_usable || p->passthrough ? TH_CTR_LATE
+	uint32_t op = !th__W.counter_usable || p->passthrough ? TH_CTR_LATE
 		      : TH_HW_FENCE_AT_COUNTER && p->trust.rdtscp && !p->trust.lfence_serializes
 			      ? TH_CTR_RDTSCP
 			      : TH_CTR_FENCED;
 	atomic_store_explicit(&p->ctr_early, op, memory_order_relaxed);
-	p->sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
-	p->wr = (struct th_writer){.tl = &p->tl, .disc = &p->disc, .sp = &p->sp, .tick_ns = p->tick_ns};
-	memset(p->jumps, 0, sizeof p->jumps);
-	p->distrust_until = 0;
-	p->distrust_ns = 0;
-	p->reason[0] = 0;
+	th__W.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
+	th__W.wr = (struct th_writer){.tl = &p->tl, .disc = &th__W.disc, .sp = &th__W.sp, .tick_ns = p->tick_ns};
+	memset(th__W.jumps, 0, sizeof th__W.jumps);
+	th__W.distrust_until = 0;
+	th__W.distrust_ns = 0;
+	th__W.reason[0] = 0;
 	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
 }
 
@@ -218,11 +219,11 @@ static void first_attach(struct th_proc *p)
 	 * socket exists: a process on a machine without the daemon makes no
 	 * further system calls for it (seccomp-confined programs). */
 	struct stat st;
-	p->page_retry_ns = NS_PER_S;
-	p->page_wanted = !p->passthrough && strcmp(p->cfg.page, "none") != 0 &&
+	th__W.page_retry_ns = NS_PER_S;
+	th__W.page_wanted = !p->passthrough && strcmp(p->cfg.page, "none") != 0 &&
 			 (getenv("TIMEHANDS_PAGE") != NULL || stat(p->cfg.page, &st) == 0);
-	if (!p->page_wanted && !p->passthrough)
-		th__copy_reason(p->page_reason, sizeof p->page_reason, "no timehandsd page at ", p->cfg.page);
+	if (!th__W.page_wanted && !p->passthrough)
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "no timehandsd page at ", p->cfg.page);
 }
 #else
 /* The simulation configures th__P itself (tests/sim). */
@@ -240,6 +241,7 @@ static void first_attach(struct th_proc *p)
 void th_sim_reset_process(void)
 {
 	memset(&th__P, 0, sizeof th__P);
+	memset(&th__W, 0, sizeof th__W);
 	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
 	atomic_store_explicit(&th__wipe, &wipe_static, memory_order_relaxed);
 }
@@ -276,15 +278,15 @@ int th__attach(void)
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		th__windup_locked(p); /* a fork child of a process reading the page */
-	} else if (p->passthrough || !p->counter_usable) {
+	} else if (p->passthrough || !th__W.counter_usable) {
 		struct th_sample s;
 		memset(&s, 0, sizeof s);
 		th__take_sample(p, &s, 0, 1);
-		th_disc_observe(&p->disc, &s, NULL);
+		th_disc_observe(&th__W.disc, &s, NULL);
 		struct th_snap prev;
 		unsigned r = 0;
 		int have = th_snapshot(&p->tl, &prev, &r) == 0;
-		th__publish_kernel(p, have ? &prev : NULL, &s, p->tick_ns);
+		th__publish_kernel(have ? &prev : NULL, &s, p->tick_ns);
 		th__try_shared(p, 1); /* the daemon may vouch for the counter */
 	} else {
 		th__local_windup(p, 0);

@@ -12,6 +12,7 @@
 
 #include "proc.h"
 #include "sample.h"
+#include "wstate.h"
 
 #define NS_PER_S 1000000000LL
 
@@ -77,12 +78,13 @@ static inline void ns_to_ts(int64_t ns, struct timespec *ts)
 	ts->tv_nsec = (long)rem;
 }
 
+
 /* windup.c: this process's records: samples and windups */
 void th__take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full);
-void th__quick_sample(struct th_proc *p, struct th_sample *s);
-void th__publish_kernel(struct th_proc *p, const struct th_snap *prev, const struct th_sample *s,
+void th__quick_sample(struct th_sample *s);
+void th__publish_kernel(const struct th_snap *prev, const struct th_sample *s,
 			uint64_t due_in);
-int th__install_line(struct th_proc *p, const struct th_snap *prev, int have_prev);
+int th__install_line(const struct th_snap *prev, int have_prev);
 #ifndef TH_SIM
 int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x);
 #endif
@@ -93,7 +95,7 @@ void th__windup_locked(struct th_proc *p);
 uint64_t th__floor_ns(const struct th_proc *p, int ck);
 void th__copy_reason(char *dst, size_t size, const char *a, const char *b);
 int th__page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *dead);
-int th__page_offsets_agree(const struct th_proc *p, const struct th_snap *ps);
+int th__page_offsets_agree(const struct th_snap *ps);
 void th__leave_shared(struct th_proc *p, uint64_t now, int dead);
 int th__try_shared(struct th_proc *p, int timeout_ms);
 

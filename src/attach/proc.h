@@ -1,7 +1,9 @@
 /*
- * Per-process state and the read fast paths. One reader (th__fine) serves every
- * fine clock; th__coarse every coarse one. Everything that is not the common
- * case lives out of line in attach.c, windup.c, shared.c and slow.c.
+ * The per-process state readers read, and the read fast paths. One reader
+ * (th__fine, on th_abi_eval) serves every fine clock; th__coarse every
+ * coarse one. Everything that is not the common case lives out of line in
+ * attach.c, windup.c, shared.c and slow.c; the writer's own state is in
+ * wstate.h.
  */
 #ifndef TH_ATTACH_PROC_H
 #define TH_ATTACH_PROC_H
@@ -10,15 +12,12 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "discipline.h"
 #include "hw.h"
 #include "kdata.h"
 #include "page.h"
 #include "page_client.h"
 #include "record.h"
-#include "sample.h"
 #include "trust.h"
-#include "writer.h"
 
 #define TH_LIKELY(x) __builtin_expect(!!(x), 1)
 #define TH_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -146,25 +145,6 @@ struct th_proc {
 	uint64_t tick_ns;
 	struct th_config cfg;
 	struct th_trust trust;
-
-	/* Writer state: only under `lock`. */
-	int counter_usable;    /* trust, possibly revoked while running */
-	struct th_disc disc;
-	struct th_sampler sp;  /* kernel/counter sampling (sample.h) */
-	struct th_writer wr;   /* transitions of the local timeline (writer.h) */
-	uint64_t jumps[3];     /* kernel MONOTONIC of the last discontinuities */
-	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
-	uint64_t distrust_ns;
-	char reason[192];
-	/* shared page (under `lock`) */
-	struct th_page_map page;     /* attached page, or zeroed */
-	int page_wanted;             /* look for a daemon */
-	int page_seen;               /* a page was attached once: look again after a restart */
-	int page_dead;               /* the mapped page went stale (it stays mapped) */
-	uint64_t page_next_try;      /* kernel MONOTONIC of the next attach attempt */
-	uint64_t page_backoff;
-	uint64_t page_retry_ns;      /* first backoff after a failed attempt (1 s) */
-	char page_reason[192];       /* why not shared */
 
 	_Atomic uint64_t windups, retries, slow_reads, fallbacks;
 };

@@ -61,42 +61,42 @@ void th__copy_reason(char *dst, size_t size, const char *a, const char *b)
 
 /*
  * May this process read the page now? 1 with the page's current record in
- * *ps; 0 with the reason in p->page_reason, and *dead set when the page
+ * *ps; 0 with the reason in th__W.page_reason, and *dead set when the page
  * itself is gone or untrustworthy (not merely late).
  */
 int th__page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *dead)
 {
 	char why[128];
 	*dead = 0;
-	if (!p->page.hdr)
+	if (!th__W.page.hdr)
 		return 0;
-	if (th_page_check(&p->page, now, why, sizeof why) != 0) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason, "timehandsd page: ", why);
+	if (th_page_check(&th__W.page, now, why, sizeof why) != 0) {
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "timehandsd page: ", why);
 		*dead = 1;
 		return 0;
 	}
-	p->page_dead = 0; /* live again (the daemon went on) */
+	th__W.page_dead = 0; /* live again (the daemon went on) */
 	/* Acquire: pairs with the daemon's release store of the flags. */
-	uint64_t flags = atomic_load_explicit(&p->page.hdr->flags, memory_order_acquire);
+	uint64_t flags = atomic_load_explicit(&th__W.page.hdr->flags, memory_order_acquire);
 	if (!(flags & TH_PAGE_COUNTER_LINES)) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason,
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 			    "timehandsd publishes kernel records (it does not trust the counter)", "");
 		return 0;
 	}
 	if (!page_counter_ok(p, flags)) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason, "the counter may not be read here: ",
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "the counter may not be read here: ",
 			    p->trust.reason);
 		return 0;
 	}
 	unsigned r = 0;
 	if (th_snapshot(th__page_tl(), ps, &r) != 0 || ps->kind != TH_REC_LINE) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason, "the page's current record is not a counter line",
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "the page's current record is not a counter line",
 			    "");
 		return 0;
 	}
 	int64_t d = (int64_t)(th_hw_ctr_ordered() - ps->anchor);
 	if (d < ps->dmin || d > ps->dhi) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason, "the page's record expired: timehandsd is late", "");
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "the page's record expired: timehandsd is late", "");
 		return 0;
 	}
 	return 1;
@@ -111,11 +111,11 @@ int th__page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *de
  */
 static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 {
-	if (!p->page_wanted || now < p->page_next_try)
+	if (!th__W.page_wanted || now < th__W.page_next_try)
 		return;
 	/* A page that went stale stays mapped; a new one is looked for only
 	 * when the program allows it (TIMEHANDS_PAGE_RECONNECT, config.h). */
-	if (p->page.hdr && !(p->page_dead && p->cfg.page_reconnect))
+	if (th__W.page.hdr && !(th__W.page_dead && p->cfg.page_reconnect))
 		return;
 	char why[128];
 	TH_STEP("page_attach");
@@ -125,20 +125,20 @@ static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
 	struct th_page_map m;
 	int rc = th_page_attach_at(p->cfg.page, timeout_ms, th__page_area.bytes, &m, why, sizeof why);
 	if (rc == 0) {
-		p->page = m;
-		p->page_dead = 0;
-		p->page_backoff = 0;
-		p->page_reason[0] = 0;
-		p->page_seen = 1;
+		th__W.page = m;
+		th__W.page_dead = 0;
+		th__W.page_backoff = 0;
+		th__W.page_reason[0] = 0;
+		th__W.page_seen = 1;
 		return;
 	}
-	th__copy_reason(p->page_reason, sizeof p->page_reason, "no timehandsd page: ", why);
-	if (!p->page_seen)
-		p->page_wanted = 0;
-	p->page_backoff = p->page_backoff ? p->page_backoff * 2 : p->page_retry_ns;
-	if (p->page_backoff > 30 * p->page_retry_ns)
-		p->page_backoff = 30 * p->page_retry_ns;
-	p->page_next_try = now + p->page_backoff;
+	th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "no timehandsd page: ", why);
+	if (!th__W.page_seen)
+		th__W.page_wanted = 0;
+	th__W.page_backoff = th__W.page_backoff ? th__W.page_backoff * 2 : th__W.page_retry_ns;
+	if (th__W.page_backoff > 30 * th__W.page_retry_ns)
+		th__W.page_backoff = 30 * th__W.page_retry_ns;
+	th__W.page_next_try = now + th__W.page_backoff;
 }
 
 /*
@@ -152,14 +152,14 @@ static void page_attach(struct th_proc *p, uint64_t now, int timeout_ms)
  */
 static void page_drop(struct th_proc *p, uint64_t now)
 {
-	if (!p->page_dead && p->cfg.page_reconnect) {
-		p->page_backoff = p->page_backoff ? p->page_backoff : p->page_retry_ns;
-		p->page_next_try = now + p->page_backoff;
+	if (!th__W.page_dead && p->cfg.page_reconnect) {
+		th__W.page_backoff = th__W.page_backoff ? th__W.page_backoff : th__W.page_retry_ns;
+		th__W.page_next_try = now + th__W.page_backoff;
 	}
-	p->page_dead = 1;
+	th__W.page_dead = 1;
 	if (!p->cfg.page_reconnect) {
-		size_t n = strlen(p->page_reason);
-		th__copy_reason(p->page_reason + n, sizeof p->page_reason - n,
+		size_t n = strlen(th__W.page_reason);
+		th__copy_reason(th__W.page_reason + n, sizeof th__W.page_reason - n,
 			    " (a restarted timehandsd serves programs started after it, unless it continues this page)", "");
 	}
 }
@@ -208,34 +208,34 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	struct th_sample g;
 	/* The guard, widened after an attempt the kernel outran (as in
 	 * th_writer_install). */
-	uint64_t gns = p->disc.cfg.guard_ns;
+	uint64_t gns = th__W.disc.cfg.guard_ns;
 	for (int attempt = 0; attempt < 3; attempt++) {
-		th__quick_sample(p, &g);
+		th__quick_sample(&g);
 		struct th_snap t;
-		th_plan_kernel(&p->disc, have ? &base : NULL, &g, p->tick_ns, gns, &t);
+		th_plan_kernel(&th__W.disc, have ? &base : NULL, &g, p->tick_ns, gns, &t);
 		TH_STEP("transit");
 		uint64_t tw = th_commit_force(&p->tl, &t);
-		p->wr.kernel_records++;
+		th__W.wr.kernel_records++;
 		th_val_to_snap(&t, tw, &base);
 		have = 1;
 		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
 		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW]) {
-			gns = th_guard_widen(&p->disc, gns);
+			gns = th_guard_widen(&th__W.disc, gns);
 			continue; /* stalled since the guard was read */
 		}
 		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		int64_t gm = (int64_t)t.guard[TH_MONO];
 		set_floor(p, TH_CK_MONO, gm);
-		set_floor(p, TH_CK_REAL, gm + p->disc.off_real);
-		set_floor(p, TH_CK_BOOT, gm + p->disc.off_boot);
-		set_floor(p, TH_CK_TAI, gm + p->disc.off_tai);
+		set_floor(p, TH_CK_REAL, gm + th__W.disc.off_real);
+		set_floor(p, TH_CK_BOOT, gm + th__W.disc.off_boot);
+		set_floor(p, TH_CK_TAI, gm + th__W.disc.off_tai);
 		set_floor(p, TH_CK_RAW, (int64_t)t.guard[TH_RAW]);
 		/* The page's epochs continue this process's numbering: its
 		 * epoch now is ours now (same REALTIME offset, as far as either
 		 * knows). Relaxed: published by the release CAS below. */
-		atomic_store_explicit(&p->sh_delta, (uint16_t)(p->disc.epoch - ps->epoch), memory_order_relaxed);
-		atomic_store_explicit(&p->sh_epoch, p->disc.epoch, memory_order_relaxed);
-		uint64_t pt = p->page.tick_ns > p->tick_ns ? p->page.tick_ns : p->tick_ns;
+		atomic_store_explicit(&p->sh_delta, (uint16_t)(th__W.disc.epoch - ps->epoch), memory_order_relaxed);
+		atomic_store_explicit(&p->sh_epoch, th__W.disc.epoch, memory_order_relaxed);
+		uint64_t pt = th__W.page.tick_ns > p->tick_ns ? th__W.page.tick_ns : p->tick_ns;
 		atomic_store_explicit(&p->sh_fresh_ns, pt + p->tick_ns / 2, memory_order_relaxed);
 		atomic_store_explicit(&p->sh_fresh_fast, 0, memory_order_relaxed);
 		/* The page's line must have passed the floors (plus a margin for
@@ -270,18 +270,18 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 			       !atomic_compare_exchange_weak_explicit(&p->coarse_floor, &cf, (uint64_t)gm,
 								      memory_order_relaxed, memory_order_relaxed))
 				;
-			p->page_reason[0] = 0;
+			th__W.page_reason[0] = 0;
 			return 0;
 		}
 	}
 	/* Could not switch: back to a local line (or kernel records). */
-	th__copy_reason(p->page_reason, sizeof p->page_reason,
+	th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 		    "joining timehandsd's page was interrupted (this thread was preempted while switching): "
 		    "tried again at the next windup", "");
-	if (th_disc_ready(&p->disc) && p->counter_usable)
-		th__install_line(p, &base, 1);
+	if (th_disc_ready(&th__W.disc) && th__W.counter_usable)
+		th__install_line(&base, 1);
 	else
-		th__publish_kernel(p, &base, &g, p->tick_ns);
+		th__publish_kernel(&base, &g, p->tick_ns);
 	return -1;
 }
 
@@ -295,9 +295,9 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
  * windup follows the step first. Either way it stays local until both agree,
  * a daemon tick at most.
  */
-int th__page_offsets_agree(const struct th_proc *p, const struct th_snap *ps)
+int th__page_offsets_agree(const struct th_snap *ps)
 {
-	const struct th_disc *d = &p->disc;
+	const struct th_disc *d = &th__W.disc;
 	if (!d->have_offsets)
 		return 1;
 	const int64_t slack = 4000; /* two measurements' noise (sandwich half-widths) */
@@ -331,7 +331,7 @@ static void leave_adopt(struct th_proc *p, const struct th_snap *ps)
 {
 	if (ps->kind == TH_REC_LINE) {
 		for (int l = 0; l < TH_NLINES; l++) {
-			struct th_line_disc *L = &p->disc.line[l];
+			struct th_line_disc *L = &th__W.disc.line[l];
 			if (ps->hi[l] > 0) {
 				L->rate = (double)ps->hi[l] / 4294967296.0;
 				L->unc = 20e-6;
@@ -340,22 +340,22 @@ static void leave_adopt(struct th_proc *p, const struct th_snap *ps)
 			}
 		}
 	}
-	th_disc_hold_offsets(&p->disc, ps);
-	p->disc.epoch = (uint16_t)(ps->epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
+	th_disc_hold_offsets(&th__W.disc, ps);
+	th__W.disc.epoch = (uint16_t)(ps->epoch + atomic_load_explicit(&p->sh_delta, memory_order_relaxed));
 }
 
 /* The page's line `ps`, valid at the counter now, as a local record due now
  * (so that the next windup goes on from it like from any local line).
  * 0 if it is not a line or not valid now. */
-static int leave_line(struct th_proc *p, const struct th_snap *ps, struct th_snap *v)
+static int leave_line(const struct th_snap *ps, struct th_snap *v)
 {
-	if (ps->kind != TH_REC_LINE || !th_disc_ready(&p->disc) || !p->counter_usable)
+	if (ps->kind != TH_REC_LINE || !th_disc_ready(&th__W.disc) || !th__W.counter_usable)
 		return 0;
 	int64_t d = (int64_t)(th_hw_ctr_ordered() - ps->anchor);
 	if (d < ps->dmin || d > ps->dhi)
 		return 0;
 	th_snap_to_val(ps, v);
-	v->epoch = p->disc.epoch;
+	v->epoch = th__W.disc.epoch;
 	if (v->ddue > d)
 		v->ddue = d > v->dlo ? d : v->dlo;
 	return 1;
@@ -378,7 +378,7 @@ static void leave_cover(struct th_proc *p, const struct th_snap *k1)
 	if (th_snapshot_progress(th__page_tl(), &ps, &r) != 0 || ps.kind == TH_REC_EMPTY)
 		return;
 	struct th_sample g;
-	th__quick_sample(p, &g);
+	th__quick_sample(&g);
 	leave_base(p, &ps, 1, &base);
 	const uint64_t k[TH_NLINES] = {(uint64_t)g.mono, (uint64_t)g.raw};
 	for (int l = 0; l < TH_NLINES; l++) {
@@ -393,7 +393,7 @@ static void leave_cover(struct th_proc *p, const struct th_snap *k1)
 		base.coarse = k1->coarse;
 	struct th_snap v;
 	TH_STEP("unshare-cover");
-	th_writer_kernel(&p->wr, &base, &g, k1->due_ns > (uint64_t)g.mono ? k1->due_ns - (uint64_t)g.mono : 0, 0, &v);
+	th_writer_kernel(&th__W.wr, &base, &g, k1->due_ns > (uint64_t)g.mono ? k1->due_ns - (uint64_t)g.mono : 0, 0, &v);
 }
 
 /*
@@ -469,7 +469,7 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
 			leave_adopt(p, &ps);
 		TH_STEP("unshare");
 		struct th_snap v;
-		if (have && leave_line(p, &ps, &v)) {
+		if (have && leave_line(&ps, &v)) {
 			uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 			if (!last && page_moved(pt, &ps))
 				continue;
@@ -485,11 +485,11 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
 			break; /* no kernel-mode record after line copies */
 		leave_base(p, &ps, have, &base);
 		struct th_sample g;
-		th__quick_sample(p, &g);
-		uint64_t due = th_disc_ready(&p->disc) && p->counter_usable ? 0
-			       : p->disc.line[TH_MONO].have		       ? p->tick_ns
-									       : p->disc.cfg.calib_ns;
-		th_plan_kernel(&p->disc, &base, &g, due, 0, &v);
+		th__quick_sample(&g);
+		uint64_t due = th_disc_ready(&th__W.disc) && th__W.counter_usable ? 0
+			       : th__W.disc.line[TH_MONO].have		       ? p->tick_ns
+									       : th__W.disc.cfg.calib_ns;
+		th_plan_kernel(&th__W.disc, &base, &g, due, 0, &v);
 		/* Its coarse value is the snapshot's, and the page may have
 		 * moved on before the commit (a leaver stalled here): coarse
 		 * readers of this record take a fine reading instead, which is
@@ -498,7 +498,7 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
 		if (have && !last && page_moved(pt, &ps))
 			continue;
 		TH_STEP("unshare-kernel");
-		th_writer_commit_kernel(&p->wr, &g, &v);
+		th_writer_commit_kernel(&th__W.wr, &g, &v);
 		kernel = 1;
 		if (have && page_moved_since_commit(pt, &ps))
 			leave_cover(p, &v);
@@ -506,8 +506,8 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
 	}
 	/* A local line now, as after any kernel-mode record. */
 	unsigned r = 0;
-	if (kernel && th_disc_ready(&p->disc) && p->counter_usable && th_snapshot(&p->tl, &base, &r) == 0)
-		th__install_line(p, &base, 1);
+	if (kernel && th_disc_ready(&th__W.disc) && th__W.counter_usable && th_snapshot(&p->tl, &base, &r) == 0)
+		th__install_line(&base, 1);
 	if (dead)
 		page_drop(p, now); /* nobody is told to read it any more */
 }
@@ -525,12 +525,12 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead)
  */
 int th__try_shared(struct th_proc *p, int timeout_ms)
 {
-	if (p->passthrough || !p->page_wanted)
+	if (p->passthrough || !th__W.page_wanted)
 		return 0;
 	if (atomic_load_explicit(&p->kv_on, memory_order_relaxed)) {
 		/* the kernel's own line is exact and costs no windup that a
 		 * page would save */
-		th__copy_reason(p->page_reason, sizeof p->page_reason,
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 			    "not using timehandsd's page: the records are the kernel's own conversion of the counter", "");
 		return 0;
 	}
@@ -543,15 +543,15 @@ int th__try_shared(struct th_proc *p, int timeout_ms)
 			page_drop(p, now);
 		return 0;
 	}
-	if (th_disc_offsets_wide(&p->disc)) {
+	if (th_disc_offsets_wide(&th__W.disc)) {
 		/* The floors of a switch are this process's offsets plus the
 		 * guard: not from offsets that may be off by their bracket. */
-		th__copy_reason(p->page_reason, sizeof p->page_reason,
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 			    "this process has not yet measured the kernel's REALTIME and BOOTTIME offsets closely", "");
 		return 0;
 	}
-	if (!th__page_offsets_agree(p, &ps)) {
-		th__copy_reason(p->page_reason, sizeof p->page_reason,
+	if (!th__page_offsets_agree(&ps)) {
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 			    "the page has not yet followed a step of the kernel's REALTIME, BOOTTIME or TAI", "");
 		return 0;
 	}
@@ -563,7 +563,7 @@ int th__try_shared(struct th_proc *p, int timeout_ms)
 			/* joining: the same line with fresh offsets and coarse
 			 * value (a REALTIME step is still followed), never due */
 			TH_STEP("join");
-			th__copy_reason(p->page_reason, sizeof p->page_reason,
+			th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
 				    "joining timehandsd's page: the local line serves until it runs out", "");
 			th__local_windup(p, 1);
 			return 1;

@@ -215,9 +215,9 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 	if (!last && have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
 		return 0;
 	int64_t off = have ? snap_offset(&ps, sel)
-			   : sel == TH_SEL_REAL ? p->disc.off_real
-			   : sel == TH_SEL_BOOT ? p->disc.off_boot
-			   : sel == TH_SEL_TAI  ? p->disc.off_tai
+			   : sel == TH_SEL_REAL ? th__W.disc.off_real
+			   : sel == TH_SEL_BOOT ? th__W.disc.off_boot
+			   : sel == TH_SEL_TAI  ? th__W.disc.off_tai
 						: 0;
 	*ns = th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
 	return 1;

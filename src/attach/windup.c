@@ -31,8 +31,8 @@
 
 void th__take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 {
-	th_take_sample(&p->sp, s, ctr, full);
-	if (full && !p->disc.have_offsets) {
+	th_take_sample(&th__W.sp, s, ctr, full);
+	if (full && !th__W.disc.have_offsets) {
 		/* Seq_cst store, then the fence: the loads of the bounds below
 		 * come after it; pairs with kernel_first's raise, fence and load
 		 * of koff_begun: a reader this load misses sees koff_begun set
@@ -54,14 +54,14 @@ void th__take_sample(struct th_proc *p, struct th_sample *s, int ctr, int full)
 	}
 }
 
-void th__quick_sample(struct th_proc *p, struct th_sample *s)
+void th__quick_sample(struct th_sample *s)
 {
-	th_quick_sample(&p->sp, s);
+	th_quick_sample(&th__W.sp, s);
 }
 
 /* ------------------------------------------------------------------ windup */
 
-static void set_reason(struct th_proc *p, const char *msg, uint64_t n)
+static void set_reason(const char *msg, uint64_t n)
 {
 	char num[24];
 	int k = 0;
@@ -74,45 +74,45 @@ static void set_reason(struct th_proc *p, const char *msg, uint64_t n)
 		num[i] = tmp[k - 1 - i];
 	num[k] = 0;
 	size_t j = 0;
-	for (const char *m = msg; *m && j + 1 < sizeof p->reason; m++) {
+	for (const char *m = msg; *m && j + 1 < sizeof th__W.reason; m++) {
 		if (*m == '%') {
-			for (const char *q = num; *q && j + 1 < sizeof p->reason; q++)
-				p->reason[j++] = *q;
+			for (const char *q = num; *q && j + 1 < sizeof th__W.reason; q++)
+				th__W.reason[j++] = *q;
 		} else {
-			p->reason[j++] = *m;
+			th__W.reason[j++] = *m;
 		}
 	}
-	p->reason[j] = 0;
+	th__W.reason[j] = 0;
 }
 
 static void note_jump(struct th_proc *p, uint64_t now)
 {
-	p->jumps[0] = p->jumps[1];
-	p->jumps[1] = p->jumps[2];
-	p->jumps[2] = now ? now : 1;
-	if (p->jumps[0] && now - p->jumps[0] < 60 * (uint64_t)NS_PER_S) {
-		p->distrust_ns = p->distrust_ns ? p->distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
-		if (p->distrust_ns > 600 * (uint64_t)NS_PER_S)
-			p->distrust_ns = 600 * (uint64_t)NS_PER_S;
-		p->distrust_until = now + p->distrust_ns;
-		p->jumps[0] = p->jumps[1] = p->jumps[2] = 0;
+	th__W.jumps[0] = th__W.jumps[1];
+	th__W.jumps[1] = th__W.jumps[2];
+	th__W.jumps[2] = now ? now : 1;
+	if (th__W.jumps[0] && now - th__W.jumps[0] < 60 * (uint64_t)NS_PER_S) {
+		th__W.distrust_ns = th__W.distrust_ns ? th__W.distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
+		if (th__W.distrust_ns > 600 * (uint64_t)NS_PER_S)
+			th__W.distrust_ns = 600 * (uint64_t)NS_PER_S;
+		th__W.distrust_until = now + th__W.distrust_ns;
+		th__W.jumps[0] = th__W.jumps[1] = th__W.jumps[2] = 0;
 		atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
-		set_reason(p, "the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
-			   p->distrust_ns / NS_PER_S);
+		set_reason("the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
+			   th__W.distrust_ns / NS_PER_S);
 	}
 }
 
-void th__publish_kernel(struct th_proc *p, const struct th_snap *prev, const struct th_sample *s,
+void th__publish_kernel(const struct th_snap *prev, const struct th_sample *s,
 			uint64_t due_in)
 {
 	struct th_snap v;
-	th_writer_kernel(&p->wr, prev, s, due_in, 0, &v);
+	th_writer_kernel(&th__W.wr, prev, s, due_in, 0, &v);
 }
 
 /* A fresh line after `prev` (writer.c). */
-int th__install_line(struct th_proc *p, const struct th_snap *prev, int have_prev)
+int th__install_line(const struct th_snap *prev, int have_prev)
 {
-	return th_writer_install(&p->wr, have_prev ? prev : NULL);
+	return th_writer_install(&th__W.wr, have_prev ? prev : NULL);
 }
 
 /* Test seam: called by a windup while it holds the lock (tests raise a signal
@@ -156,8 +156,8 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		 * clock's may differ by the ppm two clocksources disagree by:
 		 * a new baseline, with the uncertainty of a fresh estimate. */
 		for (int l = 0; l < TH_NLINES; l++) {
-			p->disc.line[l].unc = 20e-6;
-			p->disc.line[l].have_last = 0;
+			th__W.disc.line[l].unc = 20e-6;
+			th__W.disc.line[l].have_last = 0;
 		}
 		/* The discipline's offsets are the kernel's exact ones (the
 		 * last observation above): replaced by a measurement only where
@@ -167,13 +167,13 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		struct th_sample smp;
 		th__take_sample(p, &smp, 0, 1);
 		const int64_t slack = 2000;
-		if (llabs(smp.off_real - p->disc.off_real) > smp.off_real_hw + slack ||
-		    llabs(smp.off_boot - p->disc.off_boot) > smp.off_boot_hw + slack) {
-			int fl = th_disc_observe(&p->disc, &smp, NULL);
+		if (llabs(smp.off_real - th__W.disc.off_real) > smp.off_real_hw + slack ||
+		    llabs(smp.off_boot - th__W.disc.off_boot) > smp.off_boot_hw + slack) {
+			int fl = th_disc_observe(&th__W.disc, &smp, NULL);
 			if (fl & TH_OBS_STEP)
-				atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
 		}
-		th__publish_kernel(p, NULL, &smp, p->tick_ns);
+		th__publish_kernel(NULL, &smp, p->tick_ns);
 		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
 		return 1;
 	}
@@ -199,7 +199,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 			if (prev->kind == TH_REC_LINE) {
 				struct th_sample smp;
 				th__take_sample(p, &smp, 0, 1);
-				th__publish_kernel(p, prev, &smp, p->tick_ns);
+				th__publish_kernel(prev, &smp, p->tick_ns);
 			}
 			return 1;
 		}
@@ -224,10 +224,10 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 	smp.tai_sec = (v.off_tai - v.off_real) / NS_PER_S;
 	smp.tai_ok = 1;
 	smp.tick = v.tick;
-	int fl = th_disc_observe(&p->disc, &smp, prev);
+	int fl = th_disc_observe(&th__W.disc, &smp, prev);
 	if (!prev || (fl & TH_OBS_STEP))
-		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
-	v.epoch = p->disc.epoch;
+		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+	v.epoch = th__W.disc.epoch;
 	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
 	TH_STEP("kv_commit");
 	if (v.flags & TH_RECF_KPV) {
@@ -273,7 +273,7 @@ void th__local_windup(struct th_proc *p, int joining)
 	if (have && TH_CUR_ID(s.cur) != TH_CUR_ID(x))
 		have = 0; /* cannot happen with a single writer */
 #ifndef TH_SIM
-	if (p->kv_ok && p->counter_usable && !joining) {
+	if (p->kv_ok && th__W.counter_usable && !joining) {
 		int kv = th__kv_windup(p, have ? &s : NULL, x);
 		if (kv == 1)
 			return;
@@ -281,36 +281,36 @@ void th__local_windup(struct th_proc *p, int joining)
 	}
 #endif
 
-	uint64_t now = (uint64_t)p->disc.line[TH_MONO].last_k;
-	int ctr = p->counter_usable && (p->distrust_until == 0 || now >= p->distrust_until);
-	if (ctr && p->distrust_until) {
-		p->distrust_until = 0;
-		p->reason[0] = 0;
+	uint64_t now = (uint64_t)th__W.disc.line[TH_MONO].last_k;
+	int ctr = th__W.counter_usable && (th__W.distrust_until == 0 || now >= th__W.distrust_until);
+	if (ctr && th__W.distrust_until) {
+		th__W.distrust_until = 0;
+		th__W.reason[0] = 0;
 	}
 
 	struct th_sample smp;
 	th__take_sample(p, &smp, ctr, 1);
 	TH_STEP("observe");
-	int fl = th_disc_observe(&p->disc, &smp, have ? &s : NULL);
+	int fl = th_disc_observe(&th__W.disc, &smp, have ? &s : NULL);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
 	if (fl & TH_OBS_JUMP) {
 		TH_STEP("jump");
 		note_jump(p, (uint64_t)smp.mono);
-		if (p->distrust_until)
+		if (th__W.distrust_until)
 			ctr = 0;
 	}
 	if (fl & TH_OBS_STEP) {
 		/* REALTIME was stepped: forget the seconds floor of the old
 		 * epoch before any record of the new epoch is visible (the
 		 * commit below is a release). */
-		atomic_store_explicit(&p->g3, (uint64_t)p->disc.epoch << 48, memory_order_relaxed);
+		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
 	}
 
 	if (!ctr) {
-		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns);
+		th__publish_kernel(have ? &s : NULL, &smp, p->tick_ns);
 		return;
 	}
-	if (th_disc_offsets_wide(&p->disc)) {
+	if (th_disc_offsets_wide(&th__W.disc)) {
 		/* Offsets not measured closely enough to be served (a step
 		 * found by a wide bracket, or the first one). A valid line
 		 * runs out with its own offsets and epoch, due only at its
@@ -324,7 +324,7 @@ void th__local_windup(struct th_proc *p, int joining)
 			int64_t d = (int64_t)(smp.c - s.anchor);
 			if (d >= s.dmin && d <= s.dhi) {
 				struct th_snap v;
-				th_plan_refresh(&p->disc, &s, &smp, &v);
+				th_plan_refresh(&th__W.disc, &s, &smp, &v);
 				v.off_real = s.off_real;
 				v.off_boot = s.off_boot;
 				v.off_tai = s.off_tai;
@@ -334,14 +334,14 @@ void th__local_windup(struct th_proc *p, int joining)
 					return;
 			}
 		}
-		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		th__publish_kernel(have ? &s : NULL, &smp, p->tick_ns / 4);
 		return;
 	}
-	if (!th_disc_ready(&p->disc)) {
+	if (!th_disc_ready(&th__W.disc)) {
 		TH_STEP("calibrate");
 		/* No frequency yet: the kernel serves until a second sample,
 		 * calib_ns later, gives the rate. No blocking calibration. */
-		th__publish_kernel(p, have ? &s : NULL, &smp, p->disc.cfg.calib_ns);
+		th__publish_kernel(have ? &s : NULL, &smp, th__W.disc.cfg.calib_ns);
 		return;
 	}
 	if (have && s.kind == TH_REC_LINE && !(fl & TH_OBS_JUMP)) {
@@ -353,9 +353,9 @@ void th__local_windup(struct th_proc *p, int joining)
 			 * line that is left to run out (joining the page), whose
 			 * due point stays at its expiry. */
 			if (d >= 0 && !(fl & TH_OBS_BAD) && !joining) {
-				th_plan_next(&p->disc, &s, &smp, &v);
+				th_plan_next(&th__W.disc, &s, &smp, &v);
 			} else {
-				th_plan_refresh(&p->disc, &s, &smp, &v);
+				th_plan_refresh(&th__W.disc, &s, &smp, &v);
 				if (joining)
 					v.ddue = v.dhi;
 			}
@@ -367,10 +367,10 @@ void th__local_windup(struct th_proc *p, int joining)
 	if (fl & TH_OBS_BAD) {
 		/* No line is started from a wide sandwich; the next read
 		 * after the due time tries again. */
-		th__publish_kernel(p, have ? &s : NULL, &smp, p->tick_ns / 4);
+		th__publish_kernel(have ? &s : NULL, &smp, p->tick_ns / 4);
 		return;
 	}
-	th__install_line(p, &s, have);
+	th__install_line(&s, have);
 }
 
 void th__windup_locked(struct th_proc *p)

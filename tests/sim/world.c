@@ -11,6 +11,7 @@
 #include <ucontext.h>
 
 #include "attach/proc.h"
+#include "attach/wstate.h"
 #include "vdaemon.h"
 #include "timehands.h"
 
@@ -352,8 +353,8 @@ void th_sim_first_attach(struct th_proc *p)
 	p->tick_ns = (uint64_t)W.tick;
 	p->have_kcoarse = 1;
 	p->have_ktime = 1;
-	p->page_wanted = W.cfg->daemon;
-	p->page_retry_ns = 20000000; /* 20 ms: runs are a few hundred ms long */
+	th__W.page_wanted = W.cfg->daemon;
+	th__W.page_retry_ns = 20000000; /* 20 ms: runs are a few hundred ms long */
 	strcpy(p->cfg.page, "sim");
 }
 
@@ -399,7 +400,7 @@ static int64_t skew_tolerance(void)
 {
 	if (!W.skew_ns)
 		return 0;
-	if (!O.detect_T && th__P.distrust_until) {
+	if (!O.detect_T && th__W.distrust_until) {
 		O.detect_T = W.T;
 		O.res->detect_ns = W.T;
 	}
@@ -947,8 +948,8 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 			"sim: %llu of %llu reads took the slow path: the process did not run on a counter line "
 			"(line installs %llu: stalled %llu, wide %llu, raced %llu)\n",
 			(unsigned long long)res->slow_reads, (unsigned long long)res->reads,
-			(unsigned long long)th__P.wr.installs, (unsigned long long)th__P.wr.inst_stalled,
-			(unsigned long long)th__P.wr.inst_wide, (unsigned long long)th__P.wr.inst_raced);
+			(unsigned long long)th__W.wr.installs, (unsigned long long)th__W.wr.inst_stalled,
+			(unsigned long long)th__W.wr.inst_wide, (unsigned long long)th__W.wr.inst_raced);
 		res->violations++;
 	}
 	if (cfg->need_wide && !res->wide) {
@@ -965,7 +966,7 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 		memset(&st, 0, sizeof st);
 		int rc = th_status(&st, sizeof st);
 		int says = rc == 0 && strstr(st.reason, "offsets not yet measured closely") != NULL;
-		res->wide_at_end = th_disc_offsets_wide(&th__P.disc);
+		res->wide_at_end = th_disc_offsets_wide(&th__W.disc);
 		if (rc != 0 || says != (res->wide_at_end && st.mode == TH_MODE_KERNEL)) {
 			fprintf(stderr, "sim: offsets %s, mode %u, but status says \"%s\"\n",
 				res->wide_at_end ? "still too wide to serve" : "measured closely", st.mode, st.reason);

@@ -1,0 +1,37 @@
+/* The in-process publisher's state (windup.c, shared.c, attach.c), apart
+ * from what readers read (struct th_proc, proc.h). */
+#ifndef TH_ATTACH_WSTATE_H
+#define TH_ATTACH_WSTATE_H
+
+#include <stdint.h>
+
+#include "discipline.h"
+#include "page_client.h"
+#include "proc.h"
+#include "sample.h"
+#include "writer.h"
+
+/* The writer's state, apart from what readers read (th_proc, proc.h): only
+ * under th__P.lock, or at attach (attach.c). */
+struct th_wstate {
+	int counter_usable;    /* trust, possibly revoked while running */
+	struct th_disc disc;
+	struct th_sampler sp;  /* kernel/counter sampling (sample.h) */
+	struct th_writer wr;   /* transitions of the local timeline (writer.h) */
+	uint64_t jumps[3];     /* kernel MONOTONIC of the last discontinuities */
+	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
+	uint64_t distrust_ns;
+	char reason[192];
+	/* the shared page */
+	struct th_page_map page;     /* attached page, or zeroed */
+	int page_wanted;             /* look for a daemon */
+	int page_seen;               /* a page was attached once: look again after a restart */
+	int page_dead;               /* the mapped page went stale (it stays mapped) */
+	uint64_t page_next_try;      /* kernel MONOTONIC of the next attach attempt */
+	uint64_t page_backoff;
+	uint64_t page_retry_ns;      /* first backoff after a failed attempt (1 s) */
+	char page_reason[192];       /* why not shared */
+};
+extern struct th_wstate th__W TH_HIDDEN;
+
+#endif

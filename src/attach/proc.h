@@ -614,7 +614,7 @@ static inline __attribute__((always_inline)) int th__coarse_kv(int ck, struct ti
 #endif
 }
 
-/* Coarse MONOTONIC (ck 0) or REALTIME (ck 1, held to the G3 floor). */
+/* Coarse MONOTONIC (TH_CK_MONO) or REALTIME (TH_CK_REAL, held to the G3 floor). */
 static inline __attribute__((always_inline)) int th__coarse_ts(int ck, struct timespec *ts)
 {
 	if (atomic_load_explicit(&th__P.kv_on, memory_order_relaxed))

@@ -534,10 +534,12 @@ int th__coarse_ts_k(int ck, struct timespec *ts, uint64_t cur)
  * thread's: a bounded wait, kv_wait); never below the coarse floor, REALTIME
  * never below the G3 floor of the epoch in force. When no copy agrees (the
  * kernel mid-update every time, the records leaving the kernel's line, a
- * windup that does not come): a fine reading of the same clock, which no
- * coarse reading served before exceeds and no later fine one undercuts
- * (G2-G4; the kernel's coarse clock alone would ignore both floors), though
- * a later coarse reading, the kernel's, may (hence the wait). */
+ * windup that does not come in the wait): a fine reading of the same clock,
+ * which no coarse reading served before exceeds and no later fine one
+ * undercuts (G2-G4; the kernel's coarse clock alone would ignore both
+ * floors), with the coarse floor raised to a fine MONOTONIC reading taken
+ * after it, so that the later coarse readings, the kernel's coarse clock up
+ * to a tick behind, are not below it either (G2). */
 int th__coarse_kv_slow(int ck, struct timespec *ts)
 {
 #ifndef TH_SIM
@@ -572,8 +574,15 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 		}
 		return 0;
 	}
-#endif
+	th__fine(ck, 1, ts);
+	struct timespec mt;
+	if (ck != TH_CK_MONO)
+		th__fine(TH_CK_MONO, 1, &mt);
+	th__raise_coarse_floor(p, (uint64_t)ts_ns(ck == TH_CK_MONO ? ts : &mt));
+	return 0;
+#else
 	return th__fine(ck, 1, ts);
+#endif
 }
 
 int th__coarse_real_slow(struct timespec *ts)

@@ -42,6 +42,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "attach/proc.h"
 #include "check.h"
 #include "counter/kclock.h"
 #include "counter/kdata.h"
@@ -545,6 +546,46 @@ static void exact(void)
 	       st.line);
 }
 
+/*
+ * A coarse REALTIME reading on the kernel's line that finds the kernel's
+ * coarse offset moved (a step) and no windup coming (another thread holds
+ * the lock past the wait) falls back to a fine reading; the coarse readings
+ * after it, the kernel's coarse clock up to a tick behind, must not be below
+ * it (G2), nor above a fine reading after them (G4).
+ */
+static void coarse_fallback(void)
+{
+	struct timespec t;
+	th_clock_gettime(CLOCK_REALTIME, &t); /* attach */
+	if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
+		printf("coarse fallback: not on the kernel's line here: not run\n");
+		return;
+	}
+	for (int round = 0; round < 20; round++) {
+		uint32_t z = 0;
+		if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
+							     memory_order_relaxed))
+			continue; /* a windup of this process's own: try again */
+		int64_t off = atomic_load_explicit(&th__P.kv_off_real, memory_order_relaxed);
+		atomic_store_explicit(&th__P.kv_off_real, off + 12345, memory_order_relaxed);
+		struct timespec c1, c2, m2, f;
+		th_clock_gettime(CLOCK_REALTIME_COARSE, &c1);
+		atomic_store_explicit(&th__P.kv_off_real, off, memory_order_relaxed);
+		atomic_store_explicit(&th__P.lock, 0, memory_order_release);
+		th_clock_gettime(CLOCK_REALTIME_COARSE, &c2);
+		th_clock_gettime(CLOCK_MONOTONIC_COARSE, &m2);
+		th_clock_gettime(CLOCK_REALTIME, &f);
+		int64_t v1 = (int64_t)c1.tv_sec * 1000000000 + c1.tv_nsec, v2 = (int64_t)c2.tv_sec * 1000000000 + c2.tv_nsec;
+		int64_t vf = (int64_t)f.tv_sec * 1000000000 + f.tv_nsec;
+		CHECK(v2 >= v1, "coarse REALTIME after the fallback %lld ns below it", (long long)(v1 - v2));
+		CHECK(v2 <= vf, "coarse REALTIME %lld ns above a later fine one", (long long)(v2 - vf));
+		if (check_failures)
+			break;
+		struct timespec slp = {0, 1000000 + 300000 * round}; /* at other points of the tick */
+		nanosleep(&slp, NULL);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	record();
@@ -552,6 +593,7 @@ int main(int argc, char **argv)
 	exact();
 	layouts();
 	live(argc > 1 && strcmp(argv[1], "timens") == 0);
+	coarse_fallback();
 	setns_case();
 	off();
 	return check_done("kdata");

@@ -203,7 +203,9 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	/* The window at and above the anchor, [0, ddue), and its slope; the
 	 * part below the anchor and its slope are copied only where the
 	 * counter falls there (below), which keeps the registers of the
-	 * common read few. A late counter needs dlo before it is read. */
+	 * common read few. A late counter needs dlo before it is read. A
+	 * kernel-mode record's window is empty (dlo = ddue = 0; src/core/page.c
+	 * checks a page's): never served. */
 	uint64_t anchor = TH_ABI_LD(r, anchor);
 	int64_t dlo = early ? 0 : TH_ABI_LD(r, dlo);
 	int64_t ddue = TH_ABI_LD(r, ddue);

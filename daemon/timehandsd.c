@@ -114,8 +114,7 @@ struct daemon {
 	struct th_disc disc;
 	struct th_sampler sp;     /* sampling shared with local mode (sample.h) */
 	struct th_writer wr;      /* transitions shared with local mode (writer.h) */
-	uint64_t jumps[3];
-	uint64_t distrust_until, distrust_ns;
+	struct th_distrust dt;    /* counter discontinuities (writer.h) */
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
 	int slow_offsets;         /* test seam: the sampler's REALTIME/BOOTTIME reads sleep first */
 	int64_t last_off_boot;
@@ -224,18 +223,9 @@ static int install_line(const struct th_snap *prev, int have_prev)
 
 static void note_jump(uint64_t now)
 {
-	D.jumps[0] = D.jumps[1];
-	D.jumps[1] = D.jumps[2];
-	D.jumps[2] = now ? now : 1;
-	if (D.jumps[0] && now - D.jumps[0] < 60 * (uint64_t)NS_PER_S) {
-		D.distrust_ns = D.distrust_ns ? D.distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
-		if (D.distrust_ns > 600 * (uint64_t)NS_PER_S)
-			D.distrust_ns = 600 * (uint64_t)NS_PER_S;
-		D.distrust_until = now + D.distrust_ns;
-		D.jumps[0] = D.jumps[1] = D.jumps[2] = 0;
+	if (th_distrust_note(&D.dt, now))
 		logmsg(LOG_WARNING, "the counter diverged from the kernel 3 times within 60 s: kernel records for %llu s",
-		       (unsigned long long)(D.distrust_ns / NS_PER_S));
-	}
+		       (unsigned long long)(D.dt.ns / NS_PER_S));
 }
 
 /* Sample, plan, publish. `noticed` is the kernel MONOTONIC at which a
@@ -251,9 +241,9 @@ static int windup(uint64_t noticed)
 	int have = th_snapshot(D.tl, &s, &retries) == 0;
 
 	uint64_t now = (uint64_t)D.disc.line[TH_MONO].last_k;
-	int ctr = D.counter_usable && (D.distrust_until == 0 || now >= D.distrust_until);
-	if (ctr && D.distrust_until) {
-		D.distrust_until = 0;
+	int ctr = D.counter_usable && (D.dt.until == 0 || now >= D.dt.until);
+	if (ctr && D.dt.until) {
+		D.dt.until = 0;
 		logmsg(LOG_NOTICE, "counter trusted again");
 	}
 
@@ -277,7 +267,7 @@ static int windup(uint64_t noticed)
 		atomic_fetch_add_explicit(&D.hdr->resyncs, 1, memory_order_relaxed);
 		logmsg(LOG_NOTICE, "counter discontinuity (jump, suspend or migration): line re-anchored");
 		note_jump((uint64_t)smp.mono);
-		if (D.distrust_until)
+		if (D.dt.until)
 			ctr = 0;
 	}
 	if (fl & TH_OBS_STEP) {

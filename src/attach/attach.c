@@ -61,9 +61,7 @@ static void reset_writer(struct th_proc *p)
 	atomic_store_explicit(&p->ctr_early, op, memory_order_relaxed);
 	th__W.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
 	th__W.wr = (struct th_writer){.tl = &p->tl, .disc = &th__W.disc, .sp = &th__W.sp, .tick_ns = p->tick_ns};
-	memset(th__W.jumps, 0, sizeof th__W.jumps);
-	th__W.distrust_until = 0;
-	th__W.distrust_ns = 0;
+	memset(&th__W.dt, 0, sizeof th__W.dt);
 	th__W.reason[0] = 0;
 	atomic_store_explicit(&p->lock, 0, memory_order_relaxed);
 }

@@ -28,10 +28,9 @@
 /* MONOTONIC_COARSE from the kernel's data page: 1 and *ns, or 0 (then
  * th_hw_kread it) */
 #define th_hw_kcoarse_direct(ns) th_kdata_mono_coarse(ns)
-/* The kernel's data page count a record tied to a kernel update is checked
- * against (kdata.h; a private odd word while there is none). */
-#define th_hw_kcount() __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED)
-/* where that count's address is kept (th_abi_eval loads it where needed) */
+/* Where the address of the kernel's data page count is kept, against which
+ * a record tied to a kernel update is checked (kdata.h; a private odd word
+ * while there is none); th_abi_eval loads it where it needs it. */
 #define th_hw_kcount_ref() ((const uint32_t *const *)&th_kdata.seq)
 /* one iteration of a bounded wait for another thread */
 #if defined(__x86_64__) || defined(__i386__)

@@ -87,19 +87,11 @@ static void set_reason(const char *msg, uint64_t n)
 
 static void note_jump(struct th_proc *p, uint64_t now)
 {
-	th__W.jumps[0] = th__W.jumps[1];
-	th__W.jumps[1] = th__W.jumps[2];
-	th__W.jumps[2] = now ? now : 1;
-	if (th__W.jumps[0] && now - th__W.jumps[0] < 60 * (uint64_t)NS_PER_S) {
-		th__W.distrust_ns = th__W.distrust_ns ? th__W.distrust_ns * 2 : 10 * (uint64_t)NS_PER_S;
-		if (th__W.distrust_ns > 600 * (uint64_t)NS_PER_S)
-			th__W.distrust_ns = 600 * (uint64_t)NS_PER_S;
-		th__W.distrust_until = now + th__W.distrust_ns;
-		th__W.jumps[0] = th__W.jumps[1] = th__W.jumps[2] = 0;
-		atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
-		set_reason("the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
-			   th__W.distrust_ns / NS_PER_S);
-	}
+	if (!th_distrust_note(&th__W.dt, now))
+		return;
+	atomic_fetch_add_explicit(&p->fallbacks, 1, memory_order_relaxed);
+	set_reason("the counter diverged from the kernel 3 times within 60 s: kernel clocks for % s",
+		   th__W.dt.ns / NS_PER_S);
 }
 
 void th__publish_kernel(const struct th_snap *prev, const struct th_sample *s,
@@ -282,9 +274,9 @@ void th__local_windup(struct th_proc *p, int joining)
 #endif
 
 	uint64_t now = (uint64_t)th__W.disc.line[TH_MONO].last_k;
-	int ctr = th__W.counter_usable && (th__W.distrust_until == 0 || now >= th__W.distrust_until);
-	if (ctr && th__W.distrust_until) {
-		th__W.distrust_until = 0;
+	int ctr = th__W.counter_usable && (th__W.dt.until == 0 || now >= th__W.dt.until);
+	if (ctr && th__W.dt.until) {
+		th__W.dt.until = 0;
 		th__W.reason[0] = 0;
 	}
 
@@ -296,7 +288,7 @@ void th__local_windup(struct th_proc *p, int joining)
 	if (fl & TH_OBS_JUMP) {
 		TH_STEP("jump");
 		note_jump(p, (uint64_t)smp.mono);
-		if (th__W.distrust_until)
+		if (th__W.dt.until)
 			ctr = 0;
 	}
 	if (fl & TH_OBS_STEP) {

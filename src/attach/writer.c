@@ -127,3 +127,19 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 	th_writer_kernel(w, &base, &g, w->tick_ns, 0, &k);
 	return -1;
 }
+
+int th_distrust_note(struct th_distrust *d, uint64_t now)
+{
+	const uint64_t s = 1000000000u;
+	d->jumps[0] = d->jumps[1];
+	d->jumps[1] = d->jumps[2];
+	d->jumps[2] = now ? now : 1;
+	if (!d->jumps[0] || now - d->jumps[0] >= 60 * s)
+		return 0;
+	d->ns = d->ns ? d->ns * 2 : 10 * s;
+	if (d->ns > 600 * s)
+		d->ns = 600 * s;
+	d->until = now + d->ns;
+	d->jumps[0] = d->jumps[1] = d->jumps[2] = 0;
+	return 1;
+}

@@ -50,4 +50,15 @@ uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s,
  * committed, -1 if a KERNEL record was left in force (due again later). */
 int th_writer_install(struct th_writer *w, const struct th_snap *prev);
 
+/* Counter discontinuities (jumps) a writer saw, kernel MONOTONIC ns: three
+ * within 60 s and the counter is not used until `until`, for 10 s the
+ * first time and twice as long each time after, at most 600 s. */
+struct th_distrust {
+	uint64_t jumps[3];
+	uint64_t until, ns;
+};
+
+/* Note a jump at `now`: 1 when it begins a period of distrust. */
+int th_distrust_note(struct th_distrust *d, uint64_t now);
+
 #endif

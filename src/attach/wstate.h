@@ -18,9 +18,7 @@ struct th_wstate {
 	struct th_disc disc;
 	struct th_sampler sp;  /* kernel/counter sampling (sample.h) */
 	struct th_writer wr;   /* transitions of the local timeline (writer.h) */
-	uint64_t jumps[3];     /* kernel MONOTONIC of the last discontinuities */
-	uint64_t distrust_until; /* kernel MONOTONIC; counter not used before */
-	uint64_t distrust_ns;
+	struct th_distrust dt; /* counter discontinuities (writer.h) */
 	char reason[192];
 	/* the shared page */
 	struct th_page_map page;     /* attached page, or zeroed */

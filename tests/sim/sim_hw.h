@@ -32,7 +32,6 @@ int th_sim_kcoarse_direct(uint64_t *ns);
 #define th_hw_kcoarse_direct(ns) th_sim_kcoarse_direct(ns)
 /* The simulated kernel publishes no conversion: no record is tied to it. */
 static const uint32_t th_sim_kcount = 1;
-#define th_hw_kcount() (&th_sim_kcount)
 static const uint32_t *const th_sim_kcount_ref = &th_sim_kcount;
 #define th_hw_kcount_ref() (&th_sim_kcount_ref)
 #define th_hw_pause() ((void)0)

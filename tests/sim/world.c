@@ -400,7 +400,7 @@ static int64_t skew_tolerance(void)
 {
 	if (!W.skew_ns)
 		return 0;
-	if (!O.detect_T && th__W.distrust_until) {
+	if (!O.detect_T && th__W.dt.until) {
 		O.detect_T = W.T;
 		O.res->detect_ns = W.T;
 	}

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "attach/writer.h"
 #include "core/discipline.h"
 
 #define US 1000LL
@@ -54,8 +55,34 @@ static void setup(void)
 		step(4 * MS, 1.0);
 }
 
+/* The writers' rule for repeated counter jumps (th_distrust_note): the
+ * third within 60 s distrusts the counter for 10 s, then 20 s, ... 600 s. */
+static void distrust(void)
+{
+	const uint64_t S = 1000000000u;
+	struct th_distrust dt;
+	memset(&dt, 0, sizeof dt);
+	uint64_t t = 1000 * S;
+	CHECK(!th_distrust_note(&dt, t) && !th_distrust_note(&dt, t + 20 * S), "two jumps distrust nothing");
+	CHECK(th_distrust_note(&dt, t + 40 * S) && dt.until == t + 50 * S, "the third within 60 s: 10 s (until %llu)",
+	      (unsigned long long)dt.until);
+	CHECK(!th_distrust_note(&dt, t + 100 * S) && !th_distrust_note(&dt, t + 170 * S) &&
+		      !th_distrust_note(&dt, t + 240 * S),
+	      "three jumps 70 s apart distrust nothing");
+	CHECK(!th_distrust_note(&dt, t + 250 * S), "the third within 80 s distrusts nothing");
+	CHECK(th_distrust_note(&dt, t + 255 * S) && dt.ns == 20 * S, "the next period doubles (%llu ns)",
+	      (unsigned long long)dt.ns);
+	for (int i = 0; i < 18; i++) { /* six more periods: 40, 80, 160, 320, 600, 600 s */
+		uint64_t n = t + (uint64_t)(300 + 10 * i) * S;
+		th_distrust_note(&dt, n);
+	}
+	CHECK(dt.ns == 600 * S, "at most 600 s (%llu ns)", (unsigned long long)dt.ns);
+}
+
 int main(void)
 {
+	distrust();
+
 	/* 1. Steady: the published rate holds, no flags. */
 	setup();
 	CHECK(d.line[TH_MONO].have && d.line[TH_MONO].rate > 0.999 && d.line[TH_MONO].rate < 1.001, "rate %g",

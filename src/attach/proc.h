@@ -351,6 +351,55 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 	return 1;
 }
 
+/*
+ * th__read_ctr as an entry point's tail: each way of reading the counter
+ * runs on into its own copy of `go` (a statement returning the entry's
+ * value), so that neither pays a jump back to a common tail (the compiler
+ * lays one of them out of line); `late`: where the counter is read after
+ * the copy. x86 ordered reads only; elsewhere th__read_ctr.
+ */
+#if TH_HW_FENCE_AT_COUNTER
+#define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \
+	do {                                                                                                   \
+		uint32_t op_ = atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed);                   \
+		if (!(ordered)) {                                                                              \
+			if (TH_UNLIKELY(op_ == TH_CTR_LATE))                                                   \
+				return late;                                                                   \
+			TH_STEP("read_counter");                                                               \
+			(c) = th_hw_ctr_relaxed();                                                             \
+			atomic_signal_fence(memory_order_seq_cst);                                             \
+			return go;                                                                             \
+		}                                                                                              \
+		if (TH_LIKELY(op_ == TH_CTR_RDTSCP)) {                                                         \
+			(c) = th_counter_rdtscp();                                                             \
+			atomic_signal_fence(memory_order_seq_cst);                                             \
+			return go;                                                                             \
+		}                                                                                              \
+		if (TH_LIKELY(op_ == TH_CTR_FENCED)) {                                                         \
+			(c) = th_counter_ordered();                                                            \
+			atomic_signal_fence(memory_order_seq_cst);                                             \
+			return go;                                                                             \
+		}                                                                                              \
+		th_hw_ctr_fence();                                                                             \
+		return late;                                                                                   \
+	} while (0)
+/* GCC merges identical tails into one (cross-jumping), which would
+ * re-create the jump back */
+#if defined(__GNUC__) && !defined(__clang__)
+#define TH_NO_TAIL_MERGE __attribute__((optimize("no-crossjumping")))
+#else
+#define TH_NO_TAIL_MERGE
+#endif
+#else
+#define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \
+	do {                                                                                                   \
+		if (TH_UNLIKELY(!th__read_ctr((ordered), &(c))))                                               \
+			return late;                                                                           \
+		return go;                                                                                     \
+	} while (0)
+#define TH_NO_TAIL_MERGE
+#endif
+
 /* The read of the daemon's page; `lc`: the local word, which named the
  * shared slot; (c, early): th__read_ctr's. */
 static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck, int ordered, uint64_t lc,
@@ -380,41 +429,47 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
  * takes it after the copy (name##_late): none of the three pays the others'
  * registers, and the entry saves none before the fence.
  */
-#define TH_FINE_FUNCS(name, ck, ordered)                                                                       \
-	static __attribute__((noinline)) int name##_late(struct timespec *ts, uint64_t cur)                    \
+#define TH_FINE_FUNCS(name, ck, ordered) TH_FINE_FUNCS_TO(name, ck, ordered, struct timespec, th__tv_ts)
+
+/* The same, storing the reading into a `type` with store(v, out) (the
+ * preload's gettimeofday: a timeval). */
+#define TH_FINE_FUNCS_TO(name, ck, ordered, type, store)                                                       \
+	static __attribute__((noinline)) int name##_late(type *out, uint64_t cur)                              \
 	{                                                                                                      \
-		return th__tv_ts(th__read_word_v(cur, ck, ordered, 0, 0), ts);                                 \
+		return store(th__read_word_v(cur, ck, ordered, 0, 0), out);                                    \
 	}                                                                                                      \
-	static __attribute__((noinline)) int name##_page(struct timespec *ts, uint64_t lc, uint64_t c)         \
+	static __attribute__((noinline)) int name##_page(type *out, uint64_t lc, uint64_t c)                   \
 	{                                                                                                      \
-		return th__tv_ts(th__read_page_v(ck, ordered, lc, c, 1), ts);                                  \
+		return store(th__read_page_v(ck, ordered, lc, c, 1), out);                                     \
 	}                                                                                                      \
-	static __attribute__((noinline)) int name##_slow(struct timespec *ts)                                  \
+	static __attribute__((noinline)) int name##_slow(type *out)                                            \
 	{                                                                                                      \
-		return th__tv_ts(th__fine_slow_v(ck, ordered), ts);                                            \
+		return store(th__fine_slow_v(ck, ordered), out);                                               \
 	}                                                                                                      \
-	/* the caller's timespec written before the G3 floor's raise, which  \
+	/* the caller's value written before the G3 floor's raise, which     \
 	 * then needs nothing kept across its call */                                                          \
-	static __attribute__((noinline)) int name##_own(struct timespec *ts, uint64_t cur, uint64_t c)         \
+	static __attribute__((noinline)) int name##_own(type *out, uint64_t cur, uint64_t c)                   \
 	{                                                                                                      \
 		struct th_tv v;                                                                                \
 		uint16_t ep;                                                                                   \
 		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, 1, &v, &ep)))           \
-			return name##_slow(ts);                                                                \
-		th__tv_ts(v, ts);                                                                              \
+			return name##_slow(out);                                                               \
+		store(v, out);                                                                                 \
 		if (ck == TH_CK_REAL)                                                                          \
 			th__g3_raise(v.sec, ep);                                                               \
 		return 0;                                                                                      \
 	}                                                                                                      \
-	static __attribute__((noinline)) int name(struct timespec *ts)                                         \
+	static inline __attribute__((always_inline)) int name##_go(type *out, uint64_t cur, uint64_t c)       \
+	{                                                                                                      \
+		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
+			return name##_page(out, cur, c);                                                       \
+		return name##_own(out, cur, c);                                                                \
+	}                                                                                                      \
+	static __attribute__((noinline)) TH_NO_TAIL_MERGE int name(type *out)                                  \
 	{                                                                                                      \
 		uint64_t cur = th__read_cur(ordered);                                                          \
 		uint64_t c;                                                                                    \
-		if (TH_UNLIKELY(!th__read_ctr(ordered, &c)))                                                   \
-			return name##_late(ts, cur);                                                           \
-		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
-			return name##_page(ts, cur, c);                                                        \
-		return name##_own(ts, cur, c);                                                                 \
+		TH_READ_CTR_SPLIT(ordered, c, name##_go(out, cur, c), name##_late(out, cur));                  \
 	}
 
 /*

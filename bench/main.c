@@ -315,6 +315,21 @@ static void machine_context(struct machine *m)
 		copy(m->hypervisor, sizeof m->hypervisor, sig[0] ? sig : "present");
 	}
 #endif
+#if defined(__x86_64__)
+	{
+		/* the family tells apart CPU generations a guest's model name
+		 * hides ("AMD EPYC"): one results file per kind */
+		unsigned fa, fb, fc, fd;
+		__cpuid(1, fa, fb, fc, fd);
+		unsigned fam = (fa >> 8) & 15, mod = (fa >> 4) & 15;
+		if (fam == 15)
+			fam += (fa >> 20) & 255;
+		if (fam == 6 || fam >= 15)
+			mod |= ((fa >> 16) & 15) << 4;
+		size_t n = strlen(m->cpu);
+		snprintf(m->cpu + n, sizeof m->cpu - n, " (family %xh, model %xh)", fam, mod);
+	}
+#endif
 	struct utsname u;
 	if (uname(&u) == 0 &&
 	    snprintf(m->kernel, sizeof m->kernel, "%s %s %s", u.sysname, u.release, u.machine) >= (int)sizeof m->kernel)

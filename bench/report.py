@@ -17,6 +17,7 @@
       machine context, every table, and a per-call row for each IMPL named
 """
 import json
+import re
 import os
 import statistics
 import sys
@@ -218,6 +219,9 @@ def slug(m):
     # "11th Gen Intel Core i7" names its vendor second: start at the vendor where there is one
     start = next((i for i, w in enumerate(words) if w in ("intel", "amd", "arm", "ampere", "apple")), 0)
     name = words[start : start + 2] or ["unknown"]
+    fam = re.search(r"\(family ([0-9a-f]+)h", m.get("cpu", ""))
+    if fam and not name[0].startswith("intel"):
+        name.append("f%sh" % fam.group(1))  # AMD's generations share one model name in a guest
     text = "-".join(name + [m.get("clocksource", "unknown")])
     return "-".join(p for p in "".join(c if c.isascii() and c.isalnum() else "-" for c in text.lower()).split("-") if p)
 

@@ -356,7 +356,9 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * runs on into its own copy of `go` (a statement returning the entry's
  * value), so that neither pays a jump back to a common tail (the compiler
  * lays one of them out of line); `late`: where the counter is read after
- * the copy. x86 ordered reads only; elsewhere th__read_ctr.
+ * the copy. The same choice and orders as th__read_ctr (each compiler
+ * barrier keeps the loads that find the record after the counter in
+ * program order); x86 only, elsewhere th__read_ctr itself.
  */
 #if TH_HW_FENCE_AT_COUNTER
 #define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \

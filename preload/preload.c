@@ -134,36 +134,31 @@ static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec 
 	return th_clock_gettime(id, ts);
 }
 
-/* The other fine ids, apart: in the entry point the compiler would turn the
- * whole chain into a jump table, and REALTIME's read would pay its indirect
- * branch. */
-static __attribute__((noinline)) int gettime_more(clockid_t id, struct timespec *ts)
-{
-	if (id == CLOCK_BOOTTIME)
-		return read_boottime(ts);
-	if (id == CLOCK_TAI)
-		return read_tai(ts);
-	if (id == CLOCK_MONOTONIC_RAW)
-		return read_raw(ts);
-	return th_clock_gettime(id, ts);
-}
-
 /* The one clock read every other entry point here uses: each fine id, the
  * coarse ones and, under TIMEHANDS_RELAXED=1, the relaxed REALTIME and
- * MONOTONIC straight to its reader (one call, which tail-calls on). */
+ * MONOTONIC straight to its reader. The full-guarantee fine ids take the
+ * word and the counter here (name##_in), so that the exported function
+ * jumps once, to the timeline's read, instead of through a per-clock entry
+ * first; a compare chain, not a table (TH_NO_TAIL_MERGE on the callers). */
 static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
 {
 	int mode = mode_now();
 	if (TH_LIKELY(mode == PRELOAD_FULL && ts)) {
 		if (TH_LIKELY(id == CLOCK_MONOTONIC))
-			return read_monotonic(ts);
+			return read_monotonic_in(ts);
 		if (id == CLOCK_REALTIME)
-			return read_realtime(ts);
+			return read_realtime_in(ts);
 		if (id == CLOCK_MONOTONIC_COARSE)
 			return read_monotonic_coarse(ts);
 		if (id == CLOCK_REALTIME_COARSE)
 			return read_realtime_coarse(ts);
-		return gettime_more(id, ts);
+		if (id == CLOCK_BOOTTIME)
+			return read_boottime_in(ts);
+		if (id == CLOCK_TAI)
+			return read_tai_in(ts);
+		if (id == CLOCK_MONOTONIC_RAW)
+			return read_raw_in(ts);
+		return th_clock_gettime(id, ts);
 	}
 	if (mode == PRELOAD_RELAXED && ts) {
 		if (id == CLOCK_MONOTONIC)
@@ -174,7 +169,7 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 	return gettime_mode(id, ts);
 }
 
-TH_EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
+TH_EXPORT TH_NO_TAIL_MERGE int clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
 	LAUNDER(ts);
@@ -185,7 +180,7 @@ TH_EXPORT int clock_gettime(clockid_t id, struct timespec *ts)
  * C runtime call it. A function, not an alias: libc's declaration carries
  * attributes an alias would have to copy. */
 TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts);
-TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts)
+TH_EXPORT TH_NO_TAIL_MERGE int __clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
 	LAUNDER(ts);
@@ -255,10 +250,10 @@ static inline __attribute__((always_inline)) int serve_gettimeofday(struct timev
 {
 	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || tz || !tv))
 		return gettimeofday_mode(tv, tz);
-	return read_tod(tv);
+	return read_tod_in(tv);
 }
 
-TH_EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+TH_EXPORT TH_NO_TAIL_MERGE int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
 	LAUNDER(tv);
@@ -266,7 +261,7 @@ TH_EXPORT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 }
 
 TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz);
-TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
+TH_EXPORT TH_NO_TAIL_MERGE int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
 	LAUNDER(tv);
@@ -363,7 +358,7 @@ static int serve_timespec_getres(struct timespec *ts, int base)
 	return base;
 }
 
-TH_EXPORT int timespec_get(struct timespec *ts, int base)
+TH_EXPORT TH_NO_TAIL_MERGE int timespec_get(struct timespec *ts, int base)
 {
 	COUNT(TIMESPEC_GET);
 	LAUNDER(ts);

@@ -386,9 +386,10 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 		return late;                                                                                   \
 	} while (0)
 /* GCC merges identical tails into one (cross-jumping), which would
- * re-create the jump back */
+ * re-create the jump back; and it turns a dispatch over clock ids into a
+ * jump table, an indirect branch for every clock */
 #if defined(__GNUC__) && !defined(__clang__)
-#define TH_NO_TAIL_MERGE __attribute__((optimize("no-crossjumping")))
+#define TH_NO_TAIL_MERGE __attribute__((optimize("no-crossjumping", "no-jump-tables")))
 #else
 #define TH_NO_TAIL_MERGE
 #endif
@@ -429,7 +430,9 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
  * timeline the word names (its own, name##_own, or the daemon's page,
  * name##_page) or, where the counter may not be read first, to the read that
  * takes it after the copy (name##_late): none of the three pays the others'
- * registers, and the entry saves none before the fence.
+ * registers, and the entry saves none before the fence. name##_in is the
+ * same read to be inlined into an exported function (which then needs
+ * TH_NO_TAIL_MERGE itself).
  */
 #define TH_FINE_FUNCS(name, ck, ordered) TH_FINE_FUNCS_TO(name, ck, ordered, struct timespec, th__tv_ts)
 
@@ -467,11 +470,15 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 			return name##_page(out, cur, c);                                                       \
 		return name##_own(out, cur, c);                                                                \
 	}                                                                                                      \
-	static __attribute__((noinline)) TH_NO_TAIL_MERGE int name(type *out)                                  \
+	static inline __attribute__((always_inline, unused)) int name##_in(type *out)                         \
 	{                                                                                                      \
 		uint64_t cur = th__read_cur(ordered);                                                          \
 		uint64_t c;                                                                                    \
 		TH_READ_CTR_SPLIT(ordered, c, name##_go(out, cur, c), name##_late(out, cur));                  \
+	}                                                                                                      \
+	static __attribute__((noinline, unused)) TH_NO_TAIL_MERGE int name(type *out)                          \
+	{                                                                                                      \
+		return name##_in(out);                                                                         \
 	}
 
 /*

@@ -21,8 +21,8 @@
 #define NS_PER_S 1000000000LL
 
 /* One small function per clock (TH_FINE_FUNCS, proc.h), so that each fast
- * path gets its own lean prologue; th_clock_gettime only dispatches (tail
- * calls). */
+ * path gets its own lean prologue; th_clock_gettime reads the counter and
+ * jumps to them. */
 TH_FINE_FUNCS(get_monotonic, TH_CK_MONO, 1)
 TH_FINE_FUNCS(get_realtime, TH_CK_REAL, 1)
 TH_FINE_FUNCS(get_raw, TH_CK_RAW, 1)
@@ -59,32 +59,44 @@ static __attribute__((noinline)) int null_timespec(clockid_t id)
 	}
 }
 
-TH_API int th_clock_gettime(clockid_t id, struct timespec *ts)
+/* The ids th_clock_gettime does not read inline: a jump table. */
+static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec *ts)
 {
-	if (TH_UNLIKELY(!ts))
-		return null_timespec(id);
-	/* The coarse clocks cost about as much as this dispatch: theirs are
-	 * direct branches ahead of the jump table. */
-	if (id == CLOCK_MONOTONIC_COARSE)
-		return get_monotonic_coarse(ts);
-	if (id == CLOCK_REALTIME_COARSE)
-		return get_realtime_coarse(ts);
 	switch (id) {
-	case CLOCK_MONOTONIC: return get_monotonic(ts);
-	case CLOCK_REALTIME: return get_realtime(ts);
-	case CLOCK_MONOTONIC_RAW: return get_raw(ts);
-	case CLOCK_BOOTTIME: return get_boottime(ts);
-	case CLOCK_TAI: return get_tai(ts);
-	case TH_CLOCK_MONOTONIC_RELAXED: return get_monotonic_relaxed(ts);
-	case TH_CLOCK_REALTIME_RELAXED: return get_realtime_relaxed(ts);
-	case CLOCK_MONOTONIC_COARSE: return get_monotonic_coarse(ts);
-	case CLOCK_REALTIME_COARSE: return get_realtime_coarse(ts);
 	case TH_CLOCK_PROCESS_CPUTIME_COARSE:
 	case TH_CLOCK_THREAD_CPUTIME_COARSE:
 		return th__cputime_coarse(id, ts);
 	default:
 		return th_kclock_gettime(id, ts);
 	}
+}
+
+/* The full-guarantee fine ids take the word and the counter here
+ * (name##_in) and jump once, to the timeline's read; the coarse ones are
+ * direct calls; a compare chain, not a table (TH_NO_TAIL_MERGE). */
+TH_API TH_NO_TAIL_MERGE int th_clock_gettime(clockid_t id, struct timespec *ts)
+{
+	if (TH_UNLIKELY(!ts))
+		return null_timespec(id);
+	if (TH_LIKELY(id == CLOCK_MONOTONIC))
+		return get_monotonic_in(ts);
+	if (id == CLOCK_REALTIME)
+		return get_realtime_in(ts);
+	if (id == TH_CLOCK_MONOTONIC_RELAXED)
+		return get_monotonic_relaxed_in(ts);
+	if (id == TH_CLOCK_REALTIME_RELAXED)
+		return get_realtime_relaxed_in(ts);
+	if (id == CLOCK_MONOTONIC_COARSE)
+		return get_monotonic_coarse(ts);
+	if (id == CLOCK_REALTIME_COARSE)
+		return get_realtime_coarse(ts);
+	if (id == CLOCK_BOOTTIME)
+		return get_boottime_in(ts);
+	if (id == CLOCK_TAI)
+		return get_tai_in(ts);
+	if (id == CLOCK_MONOTONIC_RAW)
+		return get_raw_in(ts);
+	return gettime_other(id, ts);
 }
 
 TH_API int th_clock_getres(clockid_t id, struct timespec *res)

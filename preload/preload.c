@@ -139,7 +139,7 @@ static __attribute__((noinline)) int gettime_mode(clockid_t id, struct timespec 
  * MONOTONIC straight to its reader. The full-guarantee fine ids take the
  * word and the counter here (name##_in), so that the exported function
  * jumps once, to the timeline's read, instead of through a per-clock entry
- * first; a compare chain, not a table (TH_NO_TAIL_MERGE on the callers). */
+ * first; a compare chain, not a table (TH_ENTRY_LAYOUT on the callers). */
 static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, struct timespec *ts)
 {
 	int mode = mode_now();
@@ -169,7 +169,7 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 	return gettime_mode(id, ts);
 }
 
-TH_EXPORT TH_NO_TAIL_MERGE int clock_gettime(clockid_t id, struct timespec *ts)
+TH_EXPORT TH_ENTRY_LAYOUT int clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
 	LAUNDER(ts);
@@ -180,7 +180,7 @@ TH_EXPORT TH_NO_TAIL_MERGE int clock_gettime(clockid_t id, struct timespec *ts)
  * C runtime call it. A function, not an alias: libc's declaration carries
  * attributes an alias would have to copy. */
 TH_EXPORT int __clock_gettime(clockid_t id, struct timespec *ts);
-TH_EXPORT TH_NO_TAIL_MERGE int __clock_gettime(clockid_t id, struct timespec *ts)
+TH_EXPORT TH_ENTRY_LAYOUT int __clock_gettime(clockid_t id, struct timespec *ts)
 {
 	COUNT(CLOCK_GETTIME);
 	LAUNDER(ts);
@@ -253,7 +253,7 @@ static inline __attribute__((always_inline)) int serve_gettimeofday(struct timev
 	return read_tod_in(tv);
 }
 
-TH_EXPORT TH_NO_TAIL_MERGE int gettimeofday(struct timeval *restrict tv, void *restrict tz)
+TH_EXPORT TH_ENTRY_LAYOUT int gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
 	LAUNDER(tv);
@@ -261,7 +261,7 @@ TH_EXPORT TH_NO_TAIL_MERGE int gettimeofday(struct timeval *restrict tv, void *r
 }
 
 TH_EXPORT int __gettimeofday(struct timeval *restrict tv, void *restrict tz);
-TH_EXPORT TH_NO_TAIL_MERGE int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
+TH_EXPORT TH_ENTRY_LAYOUT int __gettimeofday(struct timeval *restrict tv, void *restrict tz)
 {
 	COUNT(GETTIMEOFDAY);
 	LAUNDER(tv);
@@ -358,7 +358,7 @@ static int serve_timespec_getres(struct timespec *ts, int base)
 	return base;
 }
 
-TH_EXPORT TH_NO_TAIL_MERGE int timespec_get(struct timespec *ts, int base)
+TH_EXPORT TH_ENTRY_LAYOUT int timespec_get(struct timespec *ts, int base)
 {
 	COUNT(TIMESPEC_GET);
 	LAUNDER(ts);

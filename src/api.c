@@ -73,8 +73,8 @@ static __attribute__((noinline)) int gettime_other(clockid_t id, struct timespec
 
 /* The full-guarantee fine ids take the word and the counter here
  * (name##_in) and jump once, to the timeline's read; the coarse ones are
- * direct calls; a compare chain, not a table (TH_NO_TAIL_MERGE). */
-TH_API TH_NO_TAIL_MERGE int th_clock_gettime(clockid_t id, struct timespec *ts)
+ * direct calls; a compare chain, not a table (TH_ENTRY_LAYOUT). */
+TH_API TH_ENTRY_LAYOUT int th_clock_gettime(clockid_t id, struct timespec *ts)
 {
 	if (TH_UNLIKELY(!ts))
 		return null_timespec(id);

@@ -389,9 +389,9 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * re-create the jump back; and it turns a dispatch over clock ids into a
  * jump table, an indirect branch for every clock */
 #if defined(__GNUC__) && !defined(__clang__)
-#define TH_NO_TAIL_MERGE __attribute__((optimize("no-crossjumping", "no-jump-tables")))
+#define TH_ENTRY_LAYOUT __attribute__((optimize("no-crossjumping", "no-jump-tables")))
 #else
-#define TH_NO_TAIL_MERGE
+#define TH_ENTRY_LAYOUT
 #endif
 #else
 #define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \
@@ -400,7 +400,7 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 			return late;                                                                           \
 		return go;                                                                                     \
 	} while (0)
-#define TH_NO_TAIL_MERGE
+#define TH_ENTRY_LAYOUT
 #endif
 
 /* The read of the daemon's page; `lc`: the local word, which named the
@@ -432,7 +432,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
  * takes it after the copy (name##_late): none of the three pays the others'
  * registers, and the entry saves none before the fence. name##_in is the
  * same read to be inlined into an exported function (which then needs
- * TH_NO_TAIL_MERGE itself).
+ * TH_ENTRY_LAYOUT itself).
  */
 #define TH_FINE_FUNCS(name, ck, ordered) TH_FINE_FUNCS_TO(name, ck, ordered, struct timespec, th__tv_ts)
 
@@ -476,7 +476,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 		uint64_t c;                                                                                    \
 		TH_READ_CTR_SPLIT(ordered, c, name##_go(out, cur, c), name##_late(out, cur));                  \
 	}                                                                                                      \
-	static __attribute__((noinline, unused)) TH_NO_TAIL_MERGE int name(type *out)                          \
+	static __attribute__((noinline, unused)) TH_ENTRY_LAYOUT int name(type *out)                          \
 	{                                                                                                      \
 		return name##_in(out);                                                                         \
 	}

@@ -638,8 +638,9 @@ int th__coarse_kv_slow(int ck, struct timespec *ts) TH_HIDDEN;
  * kernel's, so the kernel's coarse value never exceeds a later one (G4) and
  * lags as the kernel's does (G5). To the slow path: the kernel updating,
  * MONOTONIC below the coarse floor (values served before the records became
- * the kernel's), REALTIME with an offset no record has followed yet (a step)
- * or below the G3 floor.
+ * the kernel's) or a second away from the kernel's own line (th_kcoarse_ok),
+ * REALTIME with an offset no record has followed yet (a step) or below the G3
+ * floor.
  */
 static inline __attribute__((always_inline)) int th__coarse_kv(int ck, struct timespec *ts)
 {
@@ -653,13 +654,18 @@ static inline __attribute__((always_inline)) int th__coarse_kv(int ck, struct ti
 	/* REALTIME_COARSE is the base before MONOTONIC_COARSE (clock ids 5, 6) */
 	uint64_t rsec = ck == TH_CK_REAL ? __atomic_load_n(&b[-2], __ATOMIC_RELAXED) : 0;
 	uint64_t rnsec = ck == TH_CK_REAL ? __atomic_load_n(&b[-1], __ATOMIC_RELAXED) : 0;
+	/* the fine MONOTONIC base of the same update, to check the coarse one by */
+	uint64_t fsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE], __ATOMIC_RELAXED);
+	uint64_t fnsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE + 1], __ATOMIC_RELAXED);
+	uint32_t shift = __atomic_load_n(th_kdata_shift_of(b), __ATOMIC_RELAXED);
 	/* The loads complete before the count is read again; pairs with the
 	 * kernel's vdso_write_begin. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (TH_UNLIKELY(__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u)))
 		return th__coarse_kv_slow(ck, ts);
 	uint64_t m = msec * 1000000000u + mnsec;
-	if (TH_UNLIKELY(m < atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed)))
+	if (TH_UNLIKELY(m < atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed)) ||
+	    TH_UNLIKELY(!th_kcoarse_ok(m, fsec, fnsec, shift & 63)))
 		return th__coarse_kv_slow(ck, ts);
 	if (ck == TH_CK_MONO) {
 		ts->tv_sec = (time_t)msec;

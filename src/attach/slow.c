@@ -534,7 +534,8 @@ int th__coarse_ts_k(int ck, struct timespec *ts, uint64_t cur)
  * thread's: a bounded wait, kv_wait); never below the coarse floor, REALTIME
  * never below the G3 floor of the epoch in force. When no copy agrees (the
  * kernel mid-update every time, the records leaving the kernel's line, a
- * windup that does not come in the wait): a fine reading of the same clock,
+ * windup that does not come in the wait, the kernel's coarse clocks a second
+ * off its own line): a fine reading of the same clock,
  * which no coarse reading served before exceeds and no later fine one
  * undercuts (G2-G4; the kernel's coarse clock alone would ignore both
  * floors), with the coarse floor raised to a fine MONOTONIC reading taken
@@ -553,6 +554,11 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 			continue;
 		}
 		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
+		/* The kernel's coarse clocks a second off its own line (a rate
+		 * change's underflow, kdata.h): not the kernel's time until its
+		 * next tick; the fine reading below serves and floors them. */
+		if (!th_kcoarse_ok(m, k.sec[TH_KC_MONO], k.nsec[TH_KC_MONO], k.shift))
+			break;
 		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
 		if (off != atomic_load_explicit(&p->kv_off_real, memory_order_relaxed)) {
 			if (!th__windup_try())

@@ -15,10 +15,11 @@
 
 /* the private words of "no direct read": an odd count */
 static const uint32_t off_seq = 1;
-/* Two words before the base too: a reader of REALTIME_COARSE loads the base
- * before it (th__coarse_kv) before it checks the count. */
-static const uint64_t off_bases[4];
-#define off_base (off_bases + 2)
+/* Every base before it too, and the shift before those: a reader on the
+ * kernel's line loads REALTIME_COARSE and the fine MONOTONIC base with the
+ * shift (th__coarse_kv) before it checks the count. */
+static const uint64_t off_bases[2 * CLOCK_MONOTONIC_COARSE + 4];
+#define off_base (off_bases + 2 * CLOCK_MONOTONIC_COARSE + 2)
 struct th_kdata th_kdata = {&off_seq, off_base, NULL};
 
 static int kdata_on(void)

@@ -179,4 +179,32 @@ static inline __attribute__((always_inline)) int th_kdata_mono_coarse(uint64_t *
 	return 1;
 }
 
+/*
+ * Whether the kernel's coarse MONOTONIC value `m` (ns) is its clock: within
+ * half a second of the fine MONOTONIC base of the same update (`sec`, `nsec`
+ * in ns << `shift`). Normally the two differ by what a rate change moved the
+ * fine base by since the last tick, a fraction of a tick. Linux 6.15 and
+ * later keep the coarse nanoseconds apart from the fine base's (the kernel's
+ * coarse_nsec); an adjtimex rate change whose adjustment makes the fine
+ * base's nanoseconds underflow borrows a second from the seconds both share
+ * and keeps the coarse nanoseconds, so the kernel's coarse clocks, REALTIME
+ * and MONOTONIC, and its time() read a second behind until its next tick.
+ * Unsigned arithmetic: one compare for both directions.
+ */
+#define TH_KCOARSE_SLACK_NS 500000000u
+static inline int th_kcoarse_ok(uint64_t m, uint64_t sec, uint64_t nsec, uint32_t shift)
+{
+	uint64_t f = sec * 1000000000u + (nsec >> shift);
+	return f - m + TH_KCOARSE_SLACK_NS <= 2 * (uint64_t)TH_KCOARSE_SLACK_NS;
+}
+
+/* Where, from the MONOTONIC_COARSE base `b` (th_kdata.mono_coarse), the fine
+ * MONOTONIC base and the shift lie: the bases are an array indexed by clock
+ * id, and the shift is the header's last word, right before the array. */
+#define TH_KDATA_MONO_FROM_COARSE (-2 * (CLOCK_MONOTONIC_COARSE - CLOCK_MONOTONIC))
+static inline const uint32_t *th_kdata_shift_of(const uint64_t *b)
+{
+	return (const uint32_t *)(const void *)(b - 2 * CLOCK_MONOTONIC_COARSE) - 1;
+}
+
 #endif

@@ -32,6 +32,13 @@
  *             of the window each clock's line is below the kernel's two-stage
  *             reading by at most TH_KPV_BELOW_NS, never above it; the clamp
  *             at the anchor is no smaller than the kernel's reading there.
+ *   glitch    the kernel's coarse clocks a second off its fine line (what an
+ *             adjtimex rate change does to them on Linux 6.15 and later when
+ *             it borrows a second: kdata.h, th_kcoarse_ok): th_kcoarse_ok on
+ *             values either side of the bound; and, on the kernel's line, a
+ *             copy of the kernel's data page with its coarse bases a second
+ *             behind, then ahead, read in its place: the coarse readings
+ *             never go back (G2) nor above a later fine reading (G4).
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -586,6 +593,85 @@ static void coarse_fallback(void)
 	}
 }
 
+/* A consistent copy of the kernel's data page that holds the count (the
+ * count even and unchanged around it): 1, else 0. */
+static int copy_kpage(unsigned char *dst, const unsigned char *page, const uint32_t *sq)
+{
+	for (int t = 0; t < 100; t++) {
+		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+		for (size_t k = 0; k < 4096; k += 8) {
+			uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(page + k), __ATOMIC_RELAXED);
+			memcpy(dst + k, &w, 8);
+		}
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (!(s & 1) && __atomic_load_n(sq, __ATOMIC_RELAXED) == s)
+			return 1;
+	}
+	return 0;
+}
+
+static int64_t coarse_ns(clockid_t id)
+{
+	struct timespec t;
+	th_clock_gettime(id, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+static void glitch(void)
+{
+	const uint64_t S = 1000000000u;
+	/* fine base 100.5 s, shift 8 */
+	uint64_t fsec = 100, fnsec = (uint64_t)500000000 << 8;
+	CHECK(th_kcoarse_ok(100500000000u, fsec, fnsec, 8), "coarse equal to the fine base refused");
+	CHECK(th_kcoarse_ok(100499000000u, fsec, fnsec, 8), "coarse 1 ms below refused");
+	CHECK(th_kcoarse_ok(100501000000u, fsec, fnsec, 8), "coarse 1 ms above refused");
+	CHECK(th_kcoarse_ok(100500000000u - TH_KCOARSE_SLACK_NS, fsec, fnsec, 8), "coarse at the bound refused");
+	CHECK(!th_kcoarse_ok(99500000000u + 202795, fsec, fnsec, 8), "coarse a second behind accepted");
+	CHECK(!th_kcoarse_ok(101500000000u, fsec, fnsec, 8), "coarse a second ahead accepted");
+	/* the kernel's borrowed second: fine (99, 1.4999e9 << 8), coarse (99, 0.5e9) */
+	CHECK(!th_kcoarse_ok(99 * S + 500000000u, 99, (uint64_t)1499999000 << 8, 8),
+	      "coarse a second behind a non-normalised fine base accepted");
+
+	th_clock_gettime(CLOCK_REALTIME, &(struct timespec){0}); /* attach */
+	if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
+		printf("glitch: not on the kernel's line here: only th_kcoarse_ok checked\n");
+		return;
+	}
+	const uint32_t *sq = th_kdata.seq;
+	const uint64_t *b = th_kdata.mono_coarse;
+	const unsigned char *page = (const unsigned char *)((uintptr_t)sq & ~(uintptr_t)4095);
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	long n = 0;
+	for (int round = 0; round < 40 && !check_failures; round++) {
+		if (!copy_kpage(fake, page, sq))
+			continue;
+		const int64_t d = round & 1 ? 1 : -1; /* seconds */
+		uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)b - page));
+		fb[0] += (uint64_t)d;  /* MONOTONIC_COARSE seconds */
+		fb[-2] += (uint64_t)d; /* REALTIME_COARSE seconds */
+		int64_t m0 = coarse_ns(CLOCK_MONOTONIC_COARSE), r0 = coarse_ns(CLOCK_REALTIME_COARSE);
+		__atomic_store_n(&th_kdata.seq, (const uint32_t *)(const void *)(fake + ((const unsigned char *)sq - page)),
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
+		int64_t m1 = coarse_ns(CLOCK_MONOTONIC_COARSE), r1 = coarse_ns(CLOCK_REALTIME_COARSE);
+		__atomic_store_n(&th_kdata.seq, sq, __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.mono_coarse, b, __ATOMIC_RELAXED);
+		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
+		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
+		n++;
+		CHECK(m1 >= m0 && r1 >= r0, "coarse %s a second off: MONOTONIC %lld ns, REALTIME %lld ns back",
+		      d < 0 ? "behind" : "ahead", (long long)(m0 - m1), (long long)(r0 - r1));
+		CHECK(m1 <= fm && r1 <= fr, "coarse %s a second off: MONOTONIC %lld ns, REALTIME %lld ns above a later fine reading",
+		      d < 0 ? "behind" : "ahead", (long long)(m1 - fm), (long long)(r1 - fr));
+		CHECK(m2 >= m1 && r2 >= r1, "coarse after the kernel's page came back: %lld / %lld ns back",
+		      (long long)(m1 - m2), (long long)(r1 - r2));
+		struct timespec slp = {0, 700000 + 100000 * round};
+		nanosleep(&slp, NULL);
+	}
+	CHECK(n > 0, "no consistent copy of the kernel's page");
+	printf("glitch: th_kcoarse_ok; %ld rounds of coarse readings from a page a second off\n", n);
+}
+
 int main(int argc, char **argv)
 {
 	record();
@@ -593,6 +679,7 @@ int main(int argc, char **argv)
 	exact();
 	layouts();
 	live(argc > 1 && strcmp(argv[1], "timens") == 0);
+	glitch(); /* before coarse_fallback raises the coarse floor */
 	coarse_fallback();
 	setns_case();
 	off();

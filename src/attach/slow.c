@@ -405,7 +405,17 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 	for (int pass = 0; pass < 3; pass++) {
 		struct th_snap s = {0};
 		unsigned retries = 0;
-		uint64_t kc = have_kcoarse ? (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE) : 0;
+		/* The kernel's coarse clock, unless it is a second off its own
+		 * fine line (kdata.h): then none, as where there is no such
+		 * clock (a fine reading serves, below). */
+		uint64_t kc = 0;
+		int kc_ok = have_kcoarse;
+		if (have_kcoarse) {
+			int ck_r = th_hw_kcoarse_check(&kc);
+			if (ck_r == 0)
+				kc = (uint64_t)kread_ns(CLOCK_MONOTONIC_COARSE);
+			kc_ok = ck_r >= 0;
+		}
 		/* Acquire, before the load of cur: pairs with the release of
 		 * th__raise_coarse_floor, so that a floor raised from a reading of
 		 * the page comes with a cur that names the page (a floor from
@@ -420,7 +430,7 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
 			if (!page_still_read(p, lc))
 				continue; /* read again */
-			if (got && s.kind == TH_REC_LINE && have_kcoarse &&
+			if (got && s.kind == TH_REC_LINE && kc_ok &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);
 				uint64_t v = s.coarse > cf ? s.coarse : cf;
@@ -450,7 +460,7 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			}
 			/* Kernel mode: phi of the kernel's coarse clock, never below
 			 * an earlier coarse value. */
-			uint64_t k = have_kcoarse ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
+			uint64_t k = kc_ok ? kc : (uint64_t)kread_ns(CLOCK_MONOTONIC);
 			uint64_t v = th_phi(k, s.ceil[TH_MONO], s.bound[TH_MONO]);
 			/* A switch in progress must not start its line below
 			 * this value (as th__kernel_value for fine reads): kc was
@@ -466,12 +476,12 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			*ns = v + (uint64_t)snap_offset(&s, sel);
 			return 0;
 		}
-		if (have_kcoarse && kc - s.tick < tick_ns / 2) {
+		if (kc_ok && kc - s.tick < tick_ns / 2) {
 			uint64_t v = s.coarse > cf ? s.coarse : cf;
 			*ns = v + (uint64_t)snap_offset(&s, sel);
 			return 0;
 		}
-		if (have_kcoarse && th__windup_try())
+		if (kc_ok && th__windup_try())
 			continue;
 		/* Stale and the writer is busy (or no kernel coarse clock): a
 		 * fine reading, below. Not a fine MONOTONIC reading plus this

@@ -198,6 +198,14 @@ static inline int th_kcoarse_ok(uint64_t m, uint64_t sec, uint64_t nsec, uint32_
 	return f - m + TH_KCOARSE_SLACK_NS <= 2 * (uint64_t)TH_KCOARSE_SLACK_NS;
 }
 
+/* The kernel's MONOTONIC_COARSE now, checked against the fine MONOTONIC base
+ * of the same update where its clock mode keeps the fine bases (every mode
+ * but VDSO_CLOCKMODE_NONE): 1 with *ns when it agrees (th_kcoarse_ok), -1 when it is a
+ * second off, 0 where this cannot tell (no direct read, another clock mode,
+ * the kernel updating): the caller reads the kernel's coarse clock as it
+ * would without it. For slow paths. */
+int th_kdata_coarse_check(uint64_t *ns);
+
 /* Where, from the MONOTONIC_COARSE base `b` (th_kdata.mono_coarse), the fine
  * MONOTONIC base and the shift lie: the bases are an array indexed by clock
  * id, and the shift is the header's last word, right before the array. */

@@ -35,10 +35,12 @@
  *   glitch    the kernel's coarse clocks a second off its fine line (what an
  *             adjtimex rate change does to them on Linux 6.15 and later when
  *             it borrows a second: kdata.h, th_kcoarse_ok): th_kcoarse_ok on
- *             values either side of the bound; and, on the kernel's line, a
+ *             values either side of the bound; and, where the kernel's page
+ *             is read directly (on the kernel's line or timehands' own), a
  *             copy of the kernel's data page with its coarse bases a second
  *             behind, then ahead, read in its place: the coarse readings
- *             never go back (G2) nor above a later fine reading (G4).
+ *             never go back (G2) nor above a later fine reading (G4), and
+ *             th_kdata_coarse_check (the slow paths' check) refuses it.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -633,8 +635,8 @@ static void glitch(void)
 	      "coarse a second behind a non-normalised fine base accepted");
 
 	th_clock_gettime(CLOCK_REALTIME, &(struct timespec){0}); /* attach */
-	if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
-		printf("glitch: not on the kernel's line here: only th_kcoarse_ok checked\n");
+	if (__atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("glitch: no direct read of the kernel's page here: only th_kcoarse_ok checked\n");
 		return;
 	}
 	const uint32_t *sq = th_kdata.seq;
@@ -650,12 +652,21 @@ static void glitch(void)
 		fb[0] += (uint64_t)d;  /* MONOTONIC_COARSE seconds */
 		fb[-2] += (uint64_t)d; /* REALTIME_COARSE seconds */
 		int64_t m0 = coarse_ns(CLOCK_MONOTONIC_COARSE), r0 = coarse_ns(CLOCK_REALTIME_COARSE);
+		/* No windup while the copy is in place: its check of the direct
+		 * read against the vDSO would turn the read off. */
+		uint32_t z = 0;
+		if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
 		__atomic_store_n(&th_kdata.seq, (const uint32_t *)(const void *)(fake + ((const unsigned char *)sq - page)),
 				 __ATOMIC_RELAXED);
 		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
 		int64_t m1 = coarse_ns(CLOCK_MONOTONIC_COARSE), r1 = coarse_ns(CLOCK_REALTIME_COARSE);
+		uint64_t kc;
+		int verdict = th_kdata_coarse_check(&kc);
 		__atomic_store_n(&th_kdata.seq, sq, __ATOMIC_RELAXED);
 		__atomic_store_n(&th_kdata.mono_coarse, b, __ATOMIC_RELAXED);
+		atomic_store_explicit(&th__P.lock, 0, memory_order_release);
 		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
 		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
 		n++;
@@ -665,11 +676,17 @@ static void glitch(void)
 		      d < 0 ? "behind" : "ahead", (long long)(m1 - fm), (long long)(r1 - fr));
 		CHECK(m2 >= m1 && r2 >= r1, "coarse after the kernel's page came back: %lld / %lld ns back",
 		      (long long)(m1 - m2), (long long)(r1 - r2));
+		/* the slow paths' check: a second off, and the kernel's own page */
+		CHECK(verdict == -1, "th_kdata_coarse_check on a page a second %s: %d", d < 0 ? "behind" : "ahead",
+		      verdict);
+		int again = th_kdata_coarse_check(&kc);
+		CHECK(again == 1 || again == 0, "th_kdata_coarse_check on the kernel's page: %d", again);
 		struct timespec slp = {0, 700000 + 100000 * round};
 		nanosleep(&slp, NULL);
 	}
 	CHECK(n > 0, "no consistent copy of the kernel's page");
-	printf("glitch: th_kcoarse_ok; %ld rounds of coarse readings from a page a second off\n", n);
+	printf("glitch: th_kcoarse_ok; %ld rounds of coarse readings from a page a second off (%s)\n", n,
+	       atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ? "the kernel's line" : "timehands' own line");
 }
 
 int main(int argc, char **argv)

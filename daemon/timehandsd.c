@@ -66,6 +66,7 @@
 #include "cross_cpu.h"
 #include "discipline.h"
 #include "kclock.h"
+#include "kdata.h"
 #include "page.h"
 #include "sample.h"
 #include "writer.h"
@@ -117,6 +118,7 @@ struct daemon {
 	struct th_distrust dt;    /* counter discontinuities (writer.h) */
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
 	int slow_offsets;         /* test seam: the sampler's REALTIME/BOOTTIME reads sleep first */
+	int seam_brackets;        /* test seam: offsets from brackets only, not the kernel's page */
 	int64_t last_off_boot;
 	uint64_t grid0;           /* the ticks are grid0 + k * tick_ns (a periodic timer) */
 	uint64_t due_armed;       /* one-shot wakeup before the next tick, 0 when none */
@@ -197,6 +199,16 @@ static uint64_t sampler_ctr(void *ctx)
 {
 	(void)ctx;
 	return th_counter_ordered();
+}
+
+/* REALTIME - MONOTONIC from the kernel's data page (plus the seam's bias) */
+static int sampler_koff_real(void *ctx, int64_t *off)
+{
+	(void)ctx;
+	if (D.seam_brackets || !th_kdata_real_offset(off))
+		return 0;
+	*off += D.realtime_bias;
+	return 1;
 }
 
 static void take_sample(struct th_sample *s, int ctr, int full)
@@ -831,7 +843,8 @@ static void init_discipline(void)
 	if (D.trust.nominal_hz > 0)
 		dc.nominal_rate = 1e9 / D.trust.nominal_hz;
 	th_disc_init(&D.disc, &dc);
-	D.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, D.disc.cfg.max_sample_err_ns};
+	D.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, D.disc.cfg.max_sample_err_ns,
+				   sampler_koff_real};
 	D.wr = (struct th_writer){.tl = D.tl, .disc = &D.disc, .sp = &D.sp, .tick_ns = D.tick_ns};
 }
 
@@ -892,7 +905,7 @@ static void usage(FILE *f)
 	fprintf(f, "usage: timehandsd [--page PATH] [--hz N] [--foreground] [--user NAME] [--pidfile PATH]\n"
 		   "                  [--rt-priority N] [--window-ticks N] [--counter auto|off|force]\n"
 		   "                  [--no-cross-cpu] [--verbose]"
-" [--test-seam]\n"
+" [--test-seam[=brackets]]\n"
 		   "Publishes the shared time page at PATH (default %s). See timehandsd(8).\n",
 		TH_DEFAULT_PAGE);
 }
@@ -952,8 +965,9 @@ static void parse_args(int argc, char **argv)
 			D.verbose = 1;
 		} else if (strcmp(a, "--no-cross-cpu") == 0) {
 			D.skip_cross_cpu = 1;
-		} else if (strcmp(a, "--test-seam") == 0) {
+		} else if (strcmp(a, "--test-seam") == 0 || strcmp(a, "--test-seam=brackets") == 0) {
 			D.test_seam = 1;
+			D.seam_brackets = a[11] == '=';
 		} else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
 			usage(stdout);
 			exit(0);
@@ -1008,6 +1022,8 @@ int main(int argc, char **argv)
 {
 	D.lfd = D.memfd = D.rofd = D.tick_fd = D.due_fd = D.rt_fd = D.sig_fd = -1;
 	th_kclock_init();
+	/* the kernel's data page, for the exact REALTIME offset of every sample */
+	th_kdata_init();
 	parse_args(argc, argv);
 	take_stored_fds();
 	int ready_fd = -1;

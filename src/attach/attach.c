@@ -40,6 +40,12 @@ static uint64_t sampler_ctr(void *ctx)
 	return th_hw_ctr_ordered();
 }
 
+static int sampler_koff_real(void *ctx, int64_t *off)
+{
+	(void)ctx;
+	return th_hw_koff_real(off);
+}
+
 /* ------------------------------------------------------------------ attach */
 
 static void reset_writer(struct th_proc *p)
@@ -59,7 +65,8 @@ static void reset_writer(struct th_proc *p)
 			      ? TH_CTR_RDTSCP
 			      : TH_CTR_FENCED;
 	atomic_store_explicit(&p->ctr_early, op, memory_order_relaxed);
-	th__W.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
+	th__W.sp = (struct th_sampler){sampler_kread, sampler_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns,
+				       sampler_koff_real};
 	th__W.wr = (struct th_writer){.tl = &p->tl, .disc = &th__W.disc, .sp = &th__W.sp, .tick_ns = p->tick_ns};
 	memset(&th__W.dt, 0, sizeof th__W.dt);
 	th__W.reason[0] = 0;

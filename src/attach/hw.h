@@ -31,6 +31,8 @@
 /* The same, checked against the kernel's fine line: 1 and *ns, -1 a second
  * off (no coarse clock now), 0 cannot tell (then th_hw_kread it) */
 #define th_hw_kcoarse_check(ns) th_kdata_coarse_check(ns)
+/* REALTIME - MONOTONIC exactly from the kernel's data page: 1 and *off, or 0 */
+#define th_hw_koff_real(off) th_kdata_real_offset(off)
 /* Where the address of the kernel's data page count is kept, against which
  * a record tied to a kernel update is checked (kdata.h; a private odd word
  * while there is none); th_abi_eval loads it where it needs it. */

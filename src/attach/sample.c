@@ -100,4 +100,13 @@ void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
 			break;
 	}
+	/* The kernel keeps REALTIME and MONOTONIC a whole number of ns apart
+	 * and publishes both at every update: that difference, read under
+	 * its count, is the offset itself, with no bracket (a slow or
+	 * preempted kernel read cannot widen it). */
+	int64_t exact;
+	if (sp->koff_real && sp->koff_real(sp->ctx, &exact)) {
+		s->off_real = exact;
+		s->off_real_hw = 0;
+	}
 }

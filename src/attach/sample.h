@@ -18,6 +18,10 @@ struct th_sampler {
 	void *ctx;
 	uint64_t min_width;    /* narrowest counter sandwich seen (start with ~0) */
 	double max_err_ns;     /* brackets wider than this are taken again */
+	/* REALTIME - MONOTONIC exactly, where the kernel publishes it (its
+	 * data page's coarse bases: th_kdata_real_offset): 1 and *off, else 0;
+	 * NULL where there is no such source */
+	int (*koff_real)(void *ctx, int64_t *off);
 };
 
 /*
@@ -29,7 +33,8 @@ struct th_sampler {
  */
 void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int full);
 
-/* Only the REALTIME and BOOTTIME brackets of th_take_sample. */
+/* Only the REALTIME and BOOTTIME brackets of th_take_sample; REALTIME exact
+ * (half width 0) where sp->koff_real gives it. */
 void th_sample_offsets(struct th_sampler *sp, struct th_sample *s);
 
 /* A publisher whose page records carry no flags (timehandsd): the offsets

@@ -196,6 +196,26 @@ int th_kdata_coarse_check(uint64_t *ns)
 	return th_kcoarse_ok(*ns, fsec, fnsec, shift & 63) ? 1 : -1;
 }
 
+int th_kdata_real_offset(int64_t *off)
+{
+	if (!kdata_on())
+		return 0;
+	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
+	for (int t = 0; t < 4; t++) {
+		/* as th_kdata_mono_coarse: acquire, the bases, fence, count */
+		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+		uint64_t msec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), mnsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
+		uint64_t rsec = __atomic_load_n(&b[-2], __ATOMIC_RELAXED), rnsec = __atomic_load_n(&b[-1], __ATOMIC_RELAXED);
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u))
+			continue;
+		*off = (int64_t)((rsec * NS_PER_S + rnsec) - (msec * NS_PER_S + mnsec));
+		return 1;
+	}
+	return 0;
+}
+
 /* Where th_kdata_init found the clock data, for th_kdata_conv_init. */
 static const unsigned char *kv_page;
 static size_t kv_so, kv_mo;

@@ -183,9 +183,8 @@ static inline __attribute__((always_inline)) int th_kdata_mono_coarse(uint64_t *
  * Whether the kernel's coarse MONOTONIC value `m` (ns) is its clock: within
  * half a second of the fine MONOTONIC base of the same update (`sec`, `nsec`
  * in ns << `shift`). Normally the two differ by what a rate change moved the
- * fine base by since the last tick, a fraction of a tick. Linux 6.15 and
- * later keep the coarse nanoseconds apart from the fine base's (the kernel's
- * coarse_nsec); an adjtimex rate change whose adjustment makes the fine
+ * fine base by since the last tick, a fraction of a tick. Linux (6.15 on)
+ * keeps the coarse nanoseconds apart from the fine base's (coarse_nsec); an adjtimex rate change whose adjustment makes the fine
  * base's nanoseconds underflow borrows a second from the seconds both share
  * and keeps the coarse nanoseconds, so the kernel's coarse clocks, REALTIME
  * and MONOTONIC, and its time() read a second behind until its next tick.
@@ -205,6 +204,13 @@ static inline int th_kcoarse_ok(uint64_t m, uint64_t sec, uint64_t nsec, uint32_
  * the kernel updating): the caller reads the kernel's coarse clock as it
  * would without it. For slow paths. */
 int th_kdata_coarse_check(uint64_t *ns);
+
+/* REALTIME - MONOTONIC now, exactly: the difference of the kernel's
+ * REALTIME_COARSE and MONOTONIC_COARSE bases of one update (the kernel
+ * keeps the two clocks a whole number of ns apart, the negated
+ * wall_to_monotonic, and updates both coarse bases in every clock mode). 1
+ * and *off, or 0 (no direct read, or the kernel updating at every try). */
+int th_kdata_real_offset(int64_t *off);
 
 /* Where, from the MONOTONIC_COARSE base `b` (th_kdata.mono_coarse), the fine
  * MONOTONIC base and the shift lie: the bases are an array indexed by clock

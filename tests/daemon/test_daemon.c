@@ -19,6 +19,8 @@
  * every loop is bounded.
  */
 #include "tcommon.h"
+#include "kclock.h"
+#include "kdata.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -598,9 +600,11 @@ static int first_with_epoch(const struct th_page_map *m, uint16_t epoch, struct 
 
 /* The daemon with its test seam, and its page attached; -1 (checked) if
  * the page could not be attached. */
-static pid_t spawn_seam(struct th_page_map *m)
+/* brackets: the daemon measures the offsets in brackets only, as on a
+ * kernel whose data page it cannot read */
+static pid_t spawn_seam_as(struct th_page_map *m, int brackets)
 {
-	const char *extra[] = {"--test-seam", NULL};
+	const char *extra[] = {brackets ? "--test-seam=brackets" : "--test-seam", NULL};
 	pid_t pid = spawn(1, extra);
 	CHECK(attach_wait(m, 10000 * NS_PER_MS) == 0, "attach");
 	if (!m->hdr) {
@@ -608,6 +612,11 @@ static pid_t spawn_seam(struct th_page_map *m)
 		return -1;
 	}
 	return pid;
+}
+
+static pid_t spawn_seam(struct th_page_map *m)
+{
+	return spawn_seam_as(m, 0);
 }
 
 /* s1 follows s0 by one REALTIME step of the seam (+1 s): the next epoch,
@@ -704,9 +713,11 @@ static int log_has(const char *what)
 }
 
 /*
- * Offsets measured only within wide brackets are not published: with the
- * test seam's sleep before every REALTIME and BOOTTIME read of its samples
- * (SIGUSR2), a REALTIME step (SIGUSR1) is found by a wide bracket; the
+ * Offsets measured only within wide brackets are not published: where the
+ * daemon measures them in brackets only (as on a kernel whose data page it
+ * cannot read), with the test seam's sleep before every REALTIME and
+ * BOOTTIME read of its samples (SIGUSR2), a REALTIME step (SIGUSR1) is
+ * found by a wide bracket; the
  * daemon then publishes nothing and beats no heartbeat (clients see it
  * late) rather than an offset that may be off by the bracket, and once its
  * brackets are narrow again (SIGUSR2) publishes the step: one new epoch,
@@ -715,7 +726,7 @@ static int log_has(const char *what)
 static void mode_wide(void)
 {
 	struct th_page_map m;
-	pid_t pid = spawn_seam(&m);
+	pid_t pid = spawn_seam_as(&m, 1);
 	if (pid < 0)
 		return;
 	struct th_snap s0 = {0}, s1 = {0};
@@ -751,6 +762,53 @@ static void mode_wide(void)
 	CHECK(atomic_load(&m.hdr->steps) == steps0 + 1, "steps %llu -> %llu", (unsigned long long)steps0,
 	      (unsigned long long)atomic_load(&m.hdr->steps));
 	printf("wide: step published after narrow brackets, offset moved by %lld ns\n", (long long)doff);
+	th_page_detach(&m);
+	stop_daemon(pid);
+}
+
+/*
+ * Where the daemon reads the kernel's data page, the REALTIME offset is the
+ * kernel's own (REALTIME_COARSE - MONOTONIC_COARSE of one update), with no
+ * bracket: a REALTIME step made while every bracket is wide (the seam's
+ * sleeps) is followed at once, the offset moved by exactly the step, the
+ * heartbeat never stops, and no wide offsets are reported.
+ */
+static void mode_wide_exact(void)
+{
+	int64_t off;
+	th_kclock_init();
+	th_kdata_init();
+	if (!th_kdata_real_offset(&off)) {
+		printf("wide-exact: the kernel's data page is not readable here: not run\n");
+		exit(77);
+	}
+	struct th_page_map m;
+	pid_t pid = spawn_seam_as(&m, 0);
+	if (pid < 0)
+		return;
+	struct th_snap s0 = {0}, s1 = {0};
+	unsigned rt = 0;
+	sleep_ns(20 * NS_PER_MS);
+	CHECK(th_snapshot((struct th_timeline *)m.tl, &s0, &rt) == 0, "snapshot");
+	uint64_t steps0 = atomic_load(&m.hdr->steps);
+	kill(pid, SIGUSR2); /* wide brackets */
+	sleep_ns(50 * NS_PER_MS);
+	uint64_t hb = hb_of(&m);
+	kill(pid, SIGUSR1); /* a step of +1 s */
+	int64_t lim = kns(CLOCK_MONOTONIC) + 2000 * NS_PER_MS;
+	while (atomic_load(&m.hdr->steps) == steps0 && kns(CLOCK_MONOTONIC) < lim)
+		sleep_ns(NS_PER_MS);
+	CHECK(atomic_load(&m.hdr->steps) == steps0 + 1, "the step was not followed within 2 s with wide brackets");
+	while (kns(CLOCK_MONOTONIC) < lim &&
+	       !(th_snapshot((struct th_timeline *)m.tl, &s1, &rt) == 0 && s1.epoch != s0.epoch))
+		sleep_ns(NS_PER_MS);
+	int64_t doff = check_seam_step(&s0, &s1);
+	CHECK(doff == 1000000000LL, "REALTIME offset moved by %lld ns, want exactly 1 s", (long long)doff);
+	sleep_ns(10 * (int64_t)m.tick_ns);
+	CHECK(hb_of(&m) != hb, "no heartbeat while the brackets were wide");
+	CHECK(!log_has("not measured to within"), "wide offsets reported although the kernel's page gives them");
+	kill(pid, SIGUSR2); /* narrow again */
+	printf("wide-exact: step followed with wide brackets, offset moved by %lld ns\n", (long long)doff);
 	th_page_detach(&m);
 	stop_daemon(pid);
 }
@@ -994,6 +1052,8 @@ int main(int argc, char **argv)
 		mode_step();
 	else if (!strcmp(mode, "wide"))
 		mode_wide();
+	else if (!strcmp(mode, "wide-exact"))
+		mode_wide_exact();
 	else if (!strcmp(mode, "lifecycle"))
 		mode_lifecycle();
 	else if (!strcmp(mode, "kernel"))

@@ -85,7 +85,8 @@ int vd_init(uint64_t tick_ns, double nominal_hz, int adopt, int64_t lag_ns)
 			fprintf(stderr, "sim: page not adopted: %s\n", why);
 		th_page_init(th__page_area.bytes, &id);
 	}
-	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns};
+	/* no kernel data page in the simulation: offsets in brackets */
+	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns, NULL};
 	V.wr = (struct th_writer){.tl = th__page_tl(), .disc = &V.disc, .sp = &V.sp, .tick_ns = tick_ns};
 	return rc;
 }

@@ -9,7 +9,9 @@
  *             is not in another time namespace, the direct read must be found
  *             (x86-64 and arm64 kernels since 5.3 lay the page out so); every
  *             direct reading lies between two vDSO readings, across ticks, and
- *             the count it reads is seen to move.
+ *             the count it reads is seen to move; the REALTIME offset read
+ *             from it (th_kdata_real_offset) is the coarse clocks' difference
+ *             and lies in a bracket of fine readings.
  *             Run as `test_kdata timens` in another time namespace, the
  *             direct read must be off (page 0 is the namespace's).
  *   setns     a process that attached, then moved itself into a new time
@@ -231,6 +233,38 @@ static void live(int in_timens)
 	      (unsigned long long)n);
 	printf("live: %llu sandwiches, %llu retries to the vDSO, count +%u\n", (unsigned long long)n,
 	       (unsigned long long)misses, seq1 - seq0);
+	/* The exact REALTIME offset: the vDSO's coarse REALTIME minus its
+	 * coarse MONOTONIC of one update (the same coarse MONOTONIC before and
+	 * after), and inside a bracket of fine vDSO readings. */
+	int exact = 0, inside = 0;
+	for (int i = 0; i < 1000; i++) {
+		struct timespec m1, r, m2, fm1, fr, fm2;
+		int64_t off;
+		th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &m1);
+		th_kclock_gettime(CLOCK_REALTIME_COARSE, &r);
+		int got = th_kdata_real_offset(&off);
+		th_kclock_gettime(CLOCK_MONOTONIC_COARSE, &m2);
+		if (got && ts_to_ns(&m1) == ts_to_ns(&m2)) {
+			CHECK(off == ts_to_ns(&r) - ts_to_ns(&m1), "REALTIME offset %lld, the coarse clocks say %lld",
+			      (long long)off, (long long)(ts_to_ns(&r) - ts_to_ns(&m1)));
+			exact++;
+		}
+		th_kclock_gettime(CLOCK_MONOTONIC, &fm1);
+		th_kclock_gettime(CLOCK_REALTIME, &fr);
+		got = th_kdata_real_offset(&off);
+		th_kclock_gettime(CLOCK_MONOTONIC, &fm2);
+		if (got) {
+			int64_t lo = ts_to_ns(&fr) - ts_to_ns(&fm2), hi = ts_to_ns(&fr) - ts_to_ns(&fm1);
+			CHECK(off >= lo && off <= hi, "REALTIME offset %lld outside its bracket [%lld, %lld]",
+			      (long long)off, (long long)lo, (long long)hi);
+			inside++;
+		}
+		if (check_failures)
+			break;
+	}
+	CHECK(exact > 900 && inside > 900, "REALTIME offset read %d and %d times of 1000", exact, inside);
+	printf("live: the REALTIME offset equal to the coarse clocks' %d times, inside a fine bracket %d times\n",
+	       exact, inside);
 }
 
 static int setns_child(void)

@@ -723,19 +723,32 @@ static int log_has(const char *what)
  * brackets are narrow again (SIGUSR2) publishes the step: one new epoch,
  * the offset moved by the step to within a narrow bracket.
  */
+/* A seam daemon (brackets: see spawn_seam_as) serving a while, its current
+ * record in *s0 and its step count in *steps0, then made to take wide
+ * brackets (SIGUSR2); -1 if it could not be started. */
+static pid_t seam_wide(struct th_page_map *m, int brackets, struct th_snap *s0, uint64_t *steps0)
+{
+	pid_t pid = spawn_seam_as(m, brackets);
+	if (pid < 0)
+		return -1;
+	unsigned rt = 0;
+	sleep_ns(20 * NS_PER_MS);
+	CHECK(th_snapshot((struct th_timeline *)m->tl, s0, &rt) == 0, "snapshot");
+	*steps0 = atomic_load(&m->hdr->steps);
+	kill(pid, SIGUSR2); /* wide brackets */
+	sleep_ns(50 * NS_PER_MS);
+	return pid;
+}
+
 static void mode_wide(void)
 {
 	struct th_page_map m;
-	pid_t pid = spawn_seam_as(&m, 1);
+	struct th_snap s0 = {0}, s1 = {0};
+	uint64_t steps0;
+	unsigned rt = 0;
+	pid_t pid = seam_wide(&m, 1, &s0, &steps0);
 	if (pid < 0)
 		return;
-	struct th_snap s0 = {0}, s1 = {0};
-	unsigned rt = 0;
-	sleep_ns(20 * NS_PER_MS);
-	CHECK(th_snapshot((struct th_timeline *)m.tl, &s0, &rt) == 0, "snapshot");
-	uint64_t steps0 = atomic_load(&m.hdr->steps);
-	kill(pid, SIGUSR2); /* wide brackets */
-	sleep_ns(50 * NS_PER_MS);
 	kill(pid, SIGUSR1); /* a step of +1 s, found by a wide bracket */
 	int64_t lim = kns(CLOCK_MONOTONIC) + 5000 * NS_PER_MS;
 	while (!log_has("not measured to within") && kns(CLOCK_MONOTONIC) < lim)
@@ -783,16 +796,12 @@ static void mode_wide_exact(void)
 		exit(77);
 	}
 	struct th_page_map m;
-	pid_t pid = spawn_seam_as(&m, 0);
+	struct th_snap s0 = {0}, s1 = {0};
+	uint64_t steps0;
+	unsigned rt = 0;
+	pid_t pid = seam_wide(&m, 0, &s0, &steps0);
 	if (pid < 0)
 		return;
-	struct th_snap s0 = {0}, s1 = {0};
-	unsigned rt = 0;
-	sleep_ns(20 * NS_PER_MS);
-	CHECK(th_snapshot((struct th_timeline *)m.tl, &s0, &rt) == 0, "snapshot");
-	uint64_t steps0 = atomic_load(&m.hdr->steps);
-	kill(pid, SIGUSR2); /* wide brackets */
-	sleep_ns(50 * NS_PER_MS);
 	uint64_t hb = hb_of(&m);
 	kill(pid, SIGUSR1); /* a step of +1 s */
 	int64_t lim = kns(CLOCK_MONOTONIC) + 2000 * NS_PER_MS;

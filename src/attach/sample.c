@@ -109,4 +109,15 @@ void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 		s->off_real = exact;
 		s->off_real_hw = 0;
 	}
+	/* BOOTTIME - MONOTONIC is the time the machine slept: 0 until its
+	 * first suspend, then at least the length of one (milliseconds). A
+	 * bracket that holds 0 means 0, exactly: on machines that never
+	 * slept (servers, virtual machines) no slow kernel read can widen it.
+	 * (A time namespace whose BOOTTIME and MONOTONIC offsets differ by
+	 * less than the bracket would be read as 0, within twice the
+	 * bracket's half width.) */
+	if (s->off_boot <= s->off_boot_hw && s->off_boot >= -s->off_boot_hw) {
+		s->off_boot = 0;
+		s->off_boot_hw = 0;
+	}
 }

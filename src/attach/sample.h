@@ -34,7 +34,8 @@ struct th_sampler {
 void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int full);
 
 /* Only the REALTIME and BOOTTIME brackets of th_take_sample; REALTIME exact
- * (half width 0) where sp->koff_real gives it. */
+ * (half width 0) where sp->koff_real gives it, BOOTTIME exactly 0 where its
+ * bracket holds 0 (a machine that never slept). */
 void th_sample_offsets(struct th_sampler *sp, struct th_sample *s);
 
 /* A publisher whose page records carry no flags (timehandsd): the offsets

@@ -6,10 +6,17 @@
  * upper end, at or above the kernel's offset (what the kernel served
  * meanwhile is not undercut). Kernel-mode records planned meanwhile carry
  * TH_RECF_KERNEL_OFFSETS.
+ *
+ * Then the sampler's brackets (th_sample_offsets) against a virtual kernel
+ * whose every read takes 600 ns: REALTIME's offset from the kernel's data
+ * page is taken exactly (half width 0); BOOTTIME's, on a machine that never
+ * slept, is a bracket that holds 0 and so exactly 0; after a suspend it is a
+ * bracket (wide here), never 0.
  */
 #define _GNU_SOURCE
 #include <string.h>
 
+#include "attach/sample.h"
 #include "check.h"
 #include "core/discipline.h"
 
@@ -49,6 +56,73 @@ static int planned_flags(void)
 	s.mono = s.raw = 5000 * MS;
 	th_plan_kernel(&d, NULL, &s, MS, 0, &v);
 	return (int)v.flags;
+}
+
+/* A virtual kernel for the sampler: every read takes 600 ns. */
+static struct {
+	int64_t now, off_real, off_boot;
+	int page; /* the data page gives the REALTIME offset */
+} K;
+
+static int64_t k_read(void *ctx, clockid_t id)
+{
+	(void)ctx;
+	K.now += 300; /* the clock is read halfway through the call */
+	int64_t v = K.now + (id == CLOCK_REALTIME ? K.off_real : id == CLOCK_BOOTTIME ? K.off_boot : 0);
+	K.now += 300;
+	return v;
+}
+
+static uint64_t k_ctr(void *ctx)
+{
+	(void)ctx;
+	return (uint64_t)K.now;
+}
+
+static int k_page(void *ctx, int64_t *off)
+{
+	(void)ctx;
+	if (!K.page)
+		return 0;
+	*off = K.off_real;
+	return 1;
+}
+
+static void sampler(void)
+{
+	struct th_sampler sp = {k_read, k_ctr, NULL, ~(uint64_t)0, 400.0, k_page};
+	struct th_sample s;
+	/* never slept, with the page: both exact */
+	K.now = 5000 * S;
+	K.off_real = REAL;
+	K.off_boot = 0;
+	K.page = 1;
+	memset(&s, 0, sizeof s);
+	th_sample_offsets(&sp, &s);
+	CHECK(s.off_real == REAL && s.off_real_hw == 0, "REALTIME from the page: %lld, half width %lld",
+	      (long long)(s.off_real - REAL), (long long)s.off_real_hw);
+	CHECK(s.off_boot == 0 && s.off_boot_hw == 0, "BOOTTIME of a machine that never slept: %lld, half width %lld",
+	      (long long)s.off_boot, (long long)s.off_boot_hw);
+	/* no page: REALTIME bracketed (and wide: 600 ns reads) */
+	K.page = 0;
+	memset(&s, 0, sizeof s);
+	th_sample_offsets(&sp, &s);
+	CHECK(s.off_real_hw > 500 && s.off_real - s.off_real_hw <= REAL && REAL <= s.off_real + s.off_real_hw,
+	      "REALTIME without the page: %lld +- %lld", (long long)(s.off_real - REAL), (long long)s.off_real_hw);
+	/* after a suspend of 3 ms: BOOTTIME bracketed, never taken as 0 */
+	K.page = 1;
+	K.off_boot = 3 * MS;
+	memset(&s, 0, sizeof s);
+	th_sample_offsets(&sp, &s);
+	CHECK(s.off_boot_hw > 0 && s.off_boot - s.off_boot_hw <= K.off_boot && K.off_boot <= s.off_boot + s.off_boot_hw,
+	      "BOOTTIME after a suspend: %lld +- %lld", (long long)(s.off_boot - K.off_boot), (long long)s.off_boot_hw);
+	/* and the discipline: never wide with both exact */
+	setup();
+	K.off_boot = 0;
+	memset(&s, 0, sizeof s);
+	th_sample_offsets(&sp, &s);
+	th_disc_observe_offsets(&d, &s);
+	CHECK(!th_disc_offsets_wide(&d), "exact offsets are not wide, whatever the kernel's reads cost");
 }
 
 int main(void)
@@ -124,5 +198,6 @@ int main(void)
 	ps.off_tai = REAL + 37 * S;
 	th_disc_hold_offsets(&d, &ps);
 	CHECK(!th_disc_offsets_wide(&d) && d.off_real == REAL, "the page's offsets held, not wide");
+	sampler();
 	return check_done("test_offsets");
 }

@@ -206,9 +206,9 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 	unsigned r = 0;
 	int have = th_snapshot(&p->tl, &base, &r) == 0;
 	struct th_sample g;
-	/* The guard, widened after an attempt the kernel outran, and past the
-	 * time the kernel reads take (as in th_writer_install). */
-	uint64_t gns = th_guard_first(&th__W.wr);
+	/* The guard, widened after an attempt the kernel outran (as in
+	 * th_writer_install). */
+	uint64_t gns = th__W.disc.cfg.guard_ns;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		th__quick_sample(&g);
 		struct th_snap t;
@@ -219,14 +219,10 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		th_val_to_snap(&t, tw, &base);
 		have = 1;
 		int64_t am = kread_ns(CLOCK_MONOTONIC), ar = kread_ns(CLOCK_MONOTONIC_RAW);
-		if (th_guard_outrun(&th__W.wr, &g, t.guard, am, ar, &gns))
+		if ((uint64_t)am > t.guard[TH_MONO] || (uint64_t)ar > t.guard[TH_RAW]) {
+			gns = th_guard_widen(&th__W.disc, gns);
 			continue; /* stalled since the guard was read */
-		/* The floors go at the guard: not further above the kernel than
-		 * a fresh line may start (a guard set past slow kernel reads
-		 * that were quick this time) */
-		if (t.guard[TH_MONO] > (uint64_t)am + th_max_lead(&th__W.disc) ||
-		    t.guard[TH_RAW] > (uint64_t)ar + th_max_lead(&th__W.disc))
-			continue;
+		}
 		uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 		int64_t gm = (int64_t)t.guard[TH_MONO];
 		set_floor(p, TH_CK_MONO, gm);

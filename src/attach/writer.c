@@ -73,14 +73,10 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 	if (max_w > 2.0 * (TH_PAGE_LAG_NS - 200))
 		max_w = 2.0 * (TH_PAGE_LAG_NS - 200);
 	/* The guard: how far above the kernel at the first sample a TRANSIT
-	 * reader may go without announcing. The TRANSIT commit and the two
-	 * kernel reads after it must fit in it; th_guard_widen after an
-	 * attempt where they did not, and past the least time they ever took
-	 * (min_cost: on a kernel whose reads are slow, they alone take longer
-	 * than the configured guard). The line starts at or above the guard,
-	 * so a wide guard could put it ahead of the kernel: no line starts
-	 * more than th_max_lead above its own sample's kernel reading. */
-	uint64_t gns = th_guard_first(w);
+	 * reader may go without announcing, and so how far ahead the line may
+	 * start. The TRANSIT commit and the two kernel reads after it must fit
+	 * in it; th_guard_widen after an attempt where they did not. */
+	uint64_t gns = w->disc->cfg.guard_ns;
 	for (int attempt = 0; attempt < 4; attempt++) {
 		struct th_sample g;
 		th_quick_sample(w->sp, &g);
@@ -101,8 +97,10 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 		th_val_to_snap(&v, tw, &base);
 		have = 1;
 		int64_t am = w->sp->kread(w->sp->ctx, CLOCK_MONOTONIC), ar = w->sp->kread(w->sp->ctx, CLOCK_MONOTONIC_RAW);
-		if (th_guard_outrun(w, &g, v.guard, am, ar, &gns)) {
-			w->inst_stalled++; /* stalled since k_g, or slower than the guard */
+		if ((uint64_t)am > v.guard[TH_MONO] || (uint64_t)ar > v.guard[TH_RAW]) {
+			/* stalled since k_g */
+			w->inst_stalled++;
+			gns = th_guard_widen(w->disc, gns);
 			continue;
 		}
 		/* Acquire: the sample below comes after this load; a TRANSIT
@@ -118,18 +116,6 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 			continue; /* preempted inside the sandwich */
 		}
 		uint64_t guard[TH_NLINES] = {v.guard[TH_MONO], v.guard[TH_RAW]};
-		/* The line starts at the guard where the guard is above the
-		 * sample: no further above the earliest the kernel's clock can
-		 * have been at the sample's counter (its reading less the
-		 * sandwich's half width) than th_max_lead. A guard set past slow
-		 * kernel reads that were quick this time can be. */
-		uint64_t hm = (uint64_t)((double)s.width * w->disc->line[TH_MONO].rate / 2);
-		uint64_t hr = (uint64_t)((double)s.width_raw * w->disc->line[TH_RAW].rate / 2);
-		if (guard[TH_MONO] + hm > (uint64_t)s.mono + th_max_lead(w->disc) ||
-		    guard[TH_RAW] + hr > (uint64_t)s.raw + th_max_lead(w->disc)) {
-			w->inst_stalled++;
-			continue;
-		}
 		th_plan_fresh(w->disc, &s, guard, &v);
 		if (th_commit(w->tl, x, &v) == 0)
 			return 0;
@@ -140,21 +126,6 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev)
 	th_quick_sample(w->sp, &g);
 	th_writer_kernel(w, &base, &g, w->tick_ns, 0, &k);
 	return -1;
-}
-
-int th_guard_outrun(struct th_writer *w, const struct th_sample *g, const uint64_t guard[TH_NLINES], int64_t am,
-		    int64_t ar, uint64_t *gns)
-{
-	uint64_t cm = (uint64_t)(am - g->mono), cr = (uint64_t)(ar - g->raw);
-	uint64_t cost = cm > cr ? cm : cr;
-	if (!w->min_cost || cost < w->min_cost)
-		w->min_cost = cost;
-	if ((uint64_t)am <= guard[TH_MONO] && (uint64_t)ar <= guard[TH_RAW])
-		return 0;
-	*gns = th_guard_widen(w->disc, *gns);
-	if (*gns < th_guard_first(w))
-		*gns = th_guard_first(w);
-	return 1;
 }
 
 int th_distrust_note(struct th_distrust *d, uint64_t now)

@@ -22,11 +22,6 @@ struct th_writer {
 	 * the TRANSIT record was seen (stalled or a slow machine), a sample
 	 * too wide, the commit lost to an announcement */
 	uint64_t inst_stalled, inst_wide, inst_raced;
-	/* The least kernel time seen from a TRANSIT guard's kernel reading to
-	 * the check after the commit (0: none yet): on a kernel whose reads
-	 * are slow (a vDSO that makes the system call) they alone outrun the
-	 * configured guard, and the guard is set past them (th_writer_install). */
-	uint64_t min_cost;
 };
 
 /* The TRANSIT guard for the next attempt after one that the kernel outran
@@ -38,30 +33,6 @@ static inline uint64_t th_guard_widen(const struct th_disc *d, uint64_t gns)
 {
 	return gns < 2 * d->cfg.guard_ns ? 2 * gns : gns;
 }
-
-/* The most a fresh line may start above the kernel's reading of its own
- * sample (its lead, which G1 and page readers' TH_PAGE_LAG_NS budget for):
- * what the widest guard allowed when the guard alone bounded it. */
-static inline uint64_t th_max_lead(const struct th_disc *d)
-{
-	return 2 * d->cfg.guard_ns;
-}
-
-/* The guard of a first attempt: the configured one, or past the least time
- * the commit and the kernel reads around it have taken (min_cost). */
-static inline uint64_t th_guard_first(const struct th_writer *w)
-{
-	uint64_t g = w->disc->cfg.guard_ns;
-	return w->min_cost && g < w->min_cost + w->disc->cfg.guard_ns ? w->min_cost + w->disc->cfg.guard_ns : g;
-}
-
-/* After a TRANSIT record with guards `guard` (from the kernel readings in
- * g) was committed and the kernel read again (am, ar): 1 when the kernel is
- * past a guard (the writer was stalled, or the reads are slower than the
- * guard), with *gns widened for the next attempt; 0 when the guard held.
- * Either way the time the reads took is remembered (min_cost). */
-int th_guard_outrun(struct th_writer *w, const struct th_sample *g, const uint64_t guard[TH_NLINES], int64_t am,
-		    int64_t ar, uint64_t *gns);
 
 /* The fields of a written record a later transition needs, as a snapshot. */
 void th_val_to_snap(const struct th_snap *v, uint64_t cur, struct th_snap *out);

@@ -32,10 +32,8 @@ int th_sim_kcoarse_direct(uint64_t *ns);
 #define th_hw_kcoarse_direct(ns) th_sim_kcoarse_direct(ns)
 /* the virtual kernel's coarse clock never leaves its fine line: no verdict */
 #define th_hw_kcoarse_check(ns) ((void)(ns), 0)
-/* The virtual kernel's REALTIME offset where the scenario gives it a data
- * page (kpage), else 0: offsets measured in brackets, as without one. */
-int th_sim_koff_real(int64_t *off);
-#define th_hw_koff_real(off) th_sim_koff_real(off)
+/* no data page: offsets are measured in brackets, as on a kernel without one */
+#define th_hw_koff_real(off) ((void)(off), 0)
 /* The simulated kernel publishes no conversion: no record is tied to it. */
 static const uint32_t th_sim_kcount = 1;
 static const uint32_t *const th_sim_kcount_ref = &th_sim_kcount;

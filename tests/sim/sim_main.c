@@ -415,20 +415,6 @@ static void sc_wide_always(struct sim_config *c)
 	sim_add_event(c, 100 * MS, EV_STEP_REAL, -7 * S, 0);
 }
 
-/* The same slow kernel (600 ns a read: the vDSO makes the system call) on a
- * machine that never slept, whose kernel publishes its data page: REALTIME's
- * offset is the page's, BOOTTIME's a bracket that holds 0, and the TRANSIT
- * guard is set past the slow reads (th_guard_first): the process serves
- * counter lines all the same, across a REALTIME step. */
-static void sc_slow_kpage(struct sim_config *c)
-{
-	c->kpage = 1;
-	c->never_slept = 1;
-	c->need_lines = 1;
-	sim_add_slow(c, -1, "kread", 0, 600);
-	sim_add_event(c, 100 * MS, EV_STEP_REAL, -7 * S, 0);
-}
-
 /* The switch to the page against a counter taken before it: a hundred
  * daemon stops of 10-13 ms (the process leaves the page and joins it again,
  * 50-60 switches a run), a daemon whose lines lag the kernel by 400 ns
@@ -491,7 +477,6 @@ static const struct scenario scenarios[] = {
 	{"wide-offsets", sc_wide_offsets},
 	{"wide-offsets-shared", sc_wide_offsets_shared},
 	{"wide-always", sc_wide_always},
-	{"slow-kpage", sc_slow_kpage},
 	{"wide-suspend", sc_wide_suspend},
 };
 #define NSCEN (sizeof scenarios / sizeof *scenarios)

@@ -49,12 +49,6 @@ static uint64_t vd_ctr(void *ctx)
 	return th_sim_ctr(1);
 }
 
-static int vd_koff_real(void *ctx, int64_t *off)
-{
-	(void)ctx;
-	return th_sim_koff_real(off);
-}
-
 static struct th_page_hdr *hdr(void)
 {
 	return (struct th_page_hdr *)(void *)th__page_area.bytes;
@@ -91,7 +85,8 @@ int vd_init(uint64_t tick_ns, double nominal_hz, int adopt, int64_t lag_ns)
 			fprintf(stderr, "sim: page not adopted: %s\n", why);
 		th_page_init(th__page_area.bytes, &id);
 	}
-	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns, vd_koff_real};
+	/* no kernel data page in the simulation: offsets in brackets */
+	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns, NULL};
 	V.wr = (struct th_writer){.tl = th__page_tl(), .disc = &V.disc, .sp = &V.sp, .tick_ns = tick_ns};
 	return rc;
 }

@@ -306,15 +306,6 @@ int th_sim_kcoarse_direct(uint64_t *ns)
 	return 1;
 }
 
-int th_sim_koff_real(int64_t *off)
-{
-	if (!W.cfg->kpage)
-		return 0;
-	maybe_switch("kpage");
-	*off = W.off_real;
-	return 1;
-}
-
 int th_sim_kread(clockid_t id, struct timespec *ts)
 {
 	if (cur >= 0)
@@ -875,7 +866,7 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	W.mono_base = 5000 * NS + 123456789;
 	W.raw_base = 5000 * NS + 987654;
 	W.off_real = 1790000000LL * NS + 555555555;
-	W.off_boot = cfg->never_slept ? 0 : 7 * NS + 42;
+	W.off_boot = 7 * NS + 42;
 	W.tai_sec = 37;
 	W.T = 1000;
 	memcpy(W.ev, cfg->events, sizeof W.ev);

@@ -82,9 +82,6 @@ struct sim_config {
 	int need_lines;          /* most reads must be served by a counter line (not kernel records) */
 	int need_wide;           /* the process must have held offsets too wide to serve (windup step "wide");
 				  * 2: and still at the end, th_status saying why */
-	int kpage;               /* the virtual kernel's data page gives REALTIME - MONOTONIC exactly
-				    (th_hw_koff_real), as Linux's does in every clock mode */
-	int never_slept;         /* BOOTTIME - MONOTONIC is 0 (a machine that never suspended) */
 };
 
 struct sim_result {

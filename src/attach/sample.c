@@ -82,14 +82,28 @@ int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d)
 void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 {
 	int64_t maxhw = (int64_t)sp->max_err_ns;
+	/* The kernel keeps REALTIME and MONOTONIC a whole number of ns apart
+	 * and publishes both at every update: that difference, read under
+	 * its count, is the offset itself, with no bracket (a slow or
+	 * preempted kernel read cannot widen it); then only BOOTTIME is
+	 * bracketed. */
+	int64_t exact;
+	int have_exact = sp->koff_real && sp->koff_real(sp->ctx, &exact);
+	if (have_exact) {
+		s->off_real = exact;
+		s->off_real_hw = 0;
+	}
 	for (int i = 0; i < 8; i++) {
-		int64_t m1 = sp->kread(sp->ctx, CLOCK_MONOTONIC);
-		int64_t r = sp->kread(sp->ctx, CLOCK_REALTIME);
+		int64_t m1 = 0, r = 0;
+		if (!have_exact) {
+			m1 = sp->kread(sp->ctx, CLOCK_MONOTONIC);
+			r = sp->kread(sp->ctx, CLOCK_REALTIME);
+		}
 		int64_t m2 = sp->kread(sp->ctx, CLOCK_MONOTONIC);
 		int64_t b = sp->kread(sp->ctx, CLOCK_BOOTTIME);
 		int64_t m3 = sp->kread(sp->ctx, CLOCK_MONOTONIC);
 		int64_t hw_r = (m2 - m1) / 2 + 1, hw_b = (m3 - m2) / 2 + 1;
-		if (i == 0 || hw_r < s->off_real_hw) {
+		if (!have_exact && (i == 0 || hw_r < s->off_real_hw)) {
 			s->off_real = r - (m1 + m2) / 2;
 			s->off_real_hw = hw_r;
 		}
@@ -97,27 +111,18 @@ void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 			s->off_boot = b - (m2 + m3) / 2;
 			s->off_boot_hw = hw_b;
 		}
+		/* BOOTTIME - MONOTONIC is the time the machine slept: 0 until
+		 * its first suspend, then at least the length of one
+		 * (milliseconds). A bracket that holds 0 means 0, exactly: on
+		 * machines that never slept (servers, virtual machines) no slow
+		 * kernel read can widen it. (A time namespace whose BOOTTIME and
+		 * MONOTONIC offsets differ by less than the bracket would be read
+		 * as 0, within twice the bracket's half width.) */
+		if (s->off_boot <= s->off_boot_hw && s->off_boot >= -s->off_boot_hw) {
+			s->off_boot = 0;
+			s->off_boot_hw = 0;
+		}
 		if (s->off_real_hw <= maxhw && s->off_boot_hw <= maxhw)
 			break;
-	}
-	/* The kernel keeps REALTIME and MONOTONIC a whole number of ns apart
-	 * and publishes both at every update: that difference, read under
-	 * its count, is the offset itself, with no bracket (a slow or
-	 * preempted kernel read cannot widen it). */
-	int64_t exact;
-	if (sp->koff_real && sp->koff_real(sp->ctx, &exact)) {
-		s->off_real = exact;
-		s->off_real_hw = 0;
-	}
-	/* BOOTTIME - MONOTONIC is the time the machine slept: 0 until its
-	 * first suspend, then at least the length of one (milliseconds). A
-	 * bracket that holds 0 means 0, exactly: on machines that never
-	 * slept (servers, virtual machines) no slow kernel read can widen it.
-	 * (A time namespace whose BOOTTIME and MONOTONIC offsets differ by
-	 * less than the bracket would be read as 0, within twice the
-	 * bracket's half width.) */
-	if (s->off_boot <= s->off_boot_hw && s->off_boot >= -s->off_boot_hw) {
-		s->off_boot = 0;
-		s->off_boot_hw = 0;
 	}
 }

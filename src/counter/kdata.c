@@ -167,53 +167,63 @@ void th_kdata_off(void)
 	__atomic_store_n(&th_kdata.mono_coarse, off_base, __ATOMIC_RELAXED);
 }
 
-/* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
-enum { KMODE_TSC = 1, KMODE_PVCLOCK = 2 };
+/* The coarse bases (MONOTONIC's, REALTIME's), the fine MONOTONIC base with
+ * its shift and the clock mode of one kernel update, read from the page of
+ * the direct read under its count: 1, or 0 (no direct read, or the kernel
+ * updating at each of `tries` passes; never a wait). */
+struct coarse_copy {
+	int32_t mode;
+	uint64_t mono, real; /* ns */
+	uint64_t fsec, fnsec; /* nsec in ns << shift */
+	uint32_t shift;
+};
+
+static int coarse_copy(struct coarse_copy *c, int tries)
+{
+	if (!kdata_on())
+		return 0;
+	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
+	for (int t = 0; t < tries; t++) {
+		/* Acquire, the fields, fence, count again: as
+		 * th_kdata_mono_coarse. The mode is the word after the count in
+		 * every layout th_kdata_locate accepts. */
+		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
+		c->mode = (int32_t)__atomic_load_n(sq + 1, __ATOMIC_RELAXED);
+		uint64_t msec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), mnsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
+		uint64_t rsec = __atomic_load_n(&b[-2], __ATOMIC_RELAXED), rnsec = __atomic_load_n(&b[-1], __ATOMIC_RELAXED);
+		c->fsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE], __ATOMIC_RELAXED);
+		c->fnsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE + 1], __ATOMIC_RELAXED);
+		c->shift = __atomic_load_n(th_kdata_shift_of(b), __ATOMIC_RELAXED) & 63;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+		if (__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u))
+			continue;
+		c->mono = msec * NS_PER_S + mnsec;
+		c->real = rsec * NS_PER_S + rnsec;
+		return 1;
+	}
+	return 0;
+}
 
 int th_kdata_coarse_check(uint64_t *ns)
 {
-	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
-	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
-	if (!kdata_on())
-		return 0;
-	/* Acquire, fence, count again: as th_kdata_mono_coarse. The mode is
-	 * the word after the count in every layout th_kdata_locate accepts. */
-	uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
-	int32_t mode = (int32_t)__atomic_load_n(sq + 1, __ATOMIC_RELAXED);
-	uint64_t sec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), nsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
-	uint64_t fsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE], __ATOMIC_RELAXED);
-	uint64_t fnsec = __atomic_load_n(&b[TH_KDATA_MONO_FROM_COARSE + 1], __ATOMIC_RELAXED);
-	uint32_t shift = __atomic_load_n(th_kdata_shift_of(b), __ATOMIC_RELAXED);
-	__atomic_thread_fence(__ATOMIC_ACQUIRE);
-	if (__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u))
-		return 0;
+	struct coarse_copy c;
 	/* VDSO_CLOCKMODE_NONE (0): the kernel updates the coarse bases only;
 	 * every other mode the fine ones too (the time namespace's marker is
 	 * far above 15: refused at locate). */
-	if (mode <= 0 || mode > 15)
+	if (!coarse_copy(&c, 1) || c.mode <= 0 || c.mode > 15)
 		return 0;
-	*ns = sec * NS_PER_S + nsec;
-	return th_kcoarse_ok(*ns, fsec, fnsec, shift & 63) ? 1 : -1;
+	*ns = c.mono;
+	return th_kcoarse_ok(c.mono, c.fsec, c.fnsec, c.shift) ? 1 : -1;
 }
 
 int th_kdata_real_offset(int64_t *off)
 {
-	if (!kdata_on())
+	struct coarse_copy c;
+	if (!coarse_copy(&c, 4))
 		return 0;
-	const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
-	const uint64_t *b = __atomic_load_n(&th_kdata.mono_coarse, __ATOMIC_RELAXED);
-	for (int t = 0; t < 4; t++) {
-		/* as th_kdata_mono_coarse: acquire, the bases, fence, count */
-		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
-		uint64_t msec = __atomic_load_n(&b[0], __ATOMIC_RELAXED), mnsec = __atomic_load_n(&b[1], __ATOMIC_RELAXED);
-		uint64_t rsec = __atomic_load_n(&b[-2], __ATOMIC_RELAXED), rnsec = __atomic_load_n(&b[-1], __ATOMIC_RELAXED);
-		__atomic_thread_fence(__ATOMIC_ACQUIRE);
-		if (__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u))
-			continue;
-		*off = (int64_t)((rsec * NS_PER_S + rnsec) - (msec * NS_PER_S + mnsec));
-		return 1;
-	}
-	return 0;
+	*off = (int64_t)(c.real - c.mono);
+	return 1;
 }
 
 /* Where th_kdata_init found the clock data, for th_kdata_conv_init. */
@@ -285,6 +295,8 @@ static size_t kv_hdr;
 static const unsigned char *kv_pvti;
 static int kv_pv_tried;
 
+/* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
+enum { KMODE_TSC = 1, KMODE_PVCLOCK = 2 };
 #define PVCLOCK_TSC_STABLE 1u
 
 static const int kc_id[TH_KC_N] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW,

@@ -184,10 +184,11 @@ static inline __attribute__((always_inline)) int th_kdata_mono_coarse(uint64_t *
  * half a second of the fine MONOTONIC base of the same update (`sec`, `nsec`
  * in ns << `shift`). Normally the two differ by what a rate change moved the
  * fine base by since the last tick, a fraction of a tick. Linux (6.15 on)
- * keeps the coarse nanoseconds apart from the fine base's (coarse_nsec); an adjtimex rate change whose adjustment makes the fine
- * base's nanoseconds underflow borrows a second from the seconds both share
- * and keeps the coarse nanoseconds, so the kernel's coarse clocks, REALTIME
- * and MONOTONIC, and its time() read a second behind until its next tick.
+ * keeps the coarse nanoseconds apart from the fine base's (coarse_nsec); an
+ * adjtimex rate change whose adjustment makes the fine base's nanoseconds
+ * underflow borrows a second from the seconds both share and keeps the
+ * coarse nanoseconds, so the kernel's coarse clocks, REALTIME and MONOTONIC,
+ * and its time() read a second behind until its next tick.
  * Unsigned arithmetic: one compare for both directions.
  */
 #define TH_KCOARSE_SLACK_NS 500000000u
@@ -199,10 +200,10 @@ static inline int th_kcoarse_ok(uint64_t m, uint64_t sec, uint64_t nsec, uint32_
 
 /* The kernel's MONOTONIC_COARSE now, checked against the fine MONOTONIC base
  * of the same update where its clock mode keeps the fine bases (every mode
- * but VDSO_CLOCKMODE_NONE): 1 with *ns when it agrees (th_kcoarse_ok), -1 when it is a
- * second off, 0 where this cannot tell (no direct read, another clock mode,
- * the kernel updating): the caller reads the kernel's coarse clock as it
- * would without it. For slow paths. */
+ * but VDSO_CLOCKMODE_NONE): 1 with *ns when it agrees (th_kcoarse_ok), -1
+ * when it is a second off, 0 where this cannot tell (no direct read, another
+ * clock mode, the kernel updating): the caller reads the kernel's coarse
+ * clock as it would without it. For slow paths. */
 int th_kdata_coarse_check(uint64_t *ns);
 
 /* REALTIME - MONOTONIC now, exactly: the difference of the kernel's

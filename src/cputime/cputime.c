@@ -108,7 +108,7 @@ _Static_assert(sizeof(struct th_cpu_page) <= 4096, "the cache page is one page")
 struct th_cpu_thread {
 	_Atomic uint64_t tag;   /* incarnation that filled it; TH_TAG_RESET while reset */
 	_Atomic uint64_t stamp; /* as in th_cpu_cache */
-	_Atomic uint64_t val;   /* CLOCK_THREAD_CPUTIME_ID ns, only raised (except reset) */
+	_Atomic uint64_t val;   /* CLOCK_THREAD_CPUTIME_ID packed (ns_pack), only raised (except reset) */
 };
 
 #define TH_TAG_RESET UINT64_MAX
@@ -132,10 +132,28 @@ static inline uint64_t ts_to_ns(const struct timespec *ts)
 	return (uint64_t)ts->tv_sec * (uint64_t)NS_PER_S + (uint64_t)ts->tv_nsec;
 }
 
-static inline void ns_to_ts(uint64_t ns, struct timespec *ts)
+/*
+ * The coarse clock ids' values are kept as a timespec packed into one word,
+ * seconds above 30 bits of nanoseconds: converted once per refresh instead of
+ * divided on every read, and still one word that compare-and-swap can raise
+ * (nanoseconds stay below 2^30, so the packed order is the numeric one).
+ * 2^34 s of CPU time saturate.
+ */
+#define TH_PK_NS_BITS 30
+#define TH_PK_SEC_MAX (((uint64_t)1 << (64 - TH_PK_NS_BITS)) - 1)
+
+static inline uint64_t ns_pack(uint64_t ns)
 {
-	ts->tv_sec = (time_t)(ns / (uint64_t)NS_PER_S);
-	ts->tv_nsec = (long)(ns % (uint64_t)NS_PER_S);
+	uint64_t sec = ns / (uint64_t)NS_PER_S;
+	if (TH_UNLIKELY(sec > TH_PK_SEC_MAX))
+		return (TH_PK_SEC_MAX << TH_PK_NS_BITS) | (uint64_t)(NS_PER_S - 1);
+	return (sec << TH_PK_NS_BITS) | (ns % (uint64_t)NS_PER_S);
+}
+
+static inline void pk_to_ts(uint64_t pk, struct timespec *ts)
+{
+	ts->tv_sec = (time_t)(pk >> TH_PK_NS_BITS);
+	ts->tv_nsec = (long)(pk & (((uint64_t)1 << TH_PK_NS_BITS) - 1));
 }
 
 /* timehands' MONOTONIC_COARSE, the clock every stamp is taken on and every
@@ -285,6 +303,7 @@ static int read_kernel(int which, uint64_t k[TH_CPU_NVAL])
 		if (th_sys_clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
 			return -1;
 		k[0] = ts_to_ns(&ts);
+		k[1] = ns_pack(k[0]);
 		return 0;
 	}
 	struct tms t;
@@ -376,25 +395,27 @@ static int cache_get(struct th_cpu_page *pg, int which, int mode, uint64_t now, 
 	return refresh(c, which, 1, out);
 }
 
-static __attribute__((noinline)) int proc_ns_slow(uint64_t *v)
+/* Value `i` of the process cache: TH_PROC_NS or TH_PROC_PK. */
+static __attribute__((noinline)) int proc_val_slow(int i, uint64_t *v)
 {
 	int mode = cache_mode();
 	if (mode < 0) {
 		struct timespec ts;
 		if (th_sys_clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0)
 			return -1;
-		*v = ts_to_ns(&ts);
+		*v = i == TH_PROC_PK ? ns_pack(ts_to_ns(&ts)) : ts_to_ns(&ts);
 		return 0;
 	}
 	uint64_t out[TH_CPU_NVAL];
 	if (cache_get(page_get(), TH_CPU_PROC, mode, coarse_now(), out) != 0)
 		return -1;
-	*v = out[0];
+	*v = out[i];
 	return 0;
 }
 
-/* CLOCK_PROCESS_CPUTIME_ID from the cache: 0, or -1 with errno. */
-static inline __attribute__((always_inline)) int proc_ns(uint64_t *v)
+/* CLOCK_PROCESS_CPUTIME_ID from the cache, in ns (TH_PROC_NS) or packed
+ * (TH_PROC_PK): 0, or -1 with errno. */
+static inline __attribute__((always_inline)) int proc_val(int i, uint64_t *v)
 {
 	/* Acquire pairs with the CAS publishing the page (clk_hz is set).
 	 * th__P.tick_ns is read only once a stamp exists (TH_FRESH). */
@@ -406,11 +427,11 @@ static inline __attribute__((always_inline)) int proc_ns(uint64_t *v)
 		 * the value loaded below is at least that refresher's reading. */
 		uint64_t s = atomic_load_explicit(&c->stamp, memory_order_acquire);
 		if (TH_LIKELY(TH_FRESH(s, now, th__P.tick_ns))) {
-			*v = atomic_load_explicit(&c->val[0], memory_order_relaxed);
+			*v = atomic_load_explicit(&c->val[i], memory_order_relaxed);
 			return 0;
 		}
 	}
-	return proc_ns_slow(v);
+	return proc_val_slow(i, v);
 }
 
 clock_t th__clock(void)
@@ -418,7 +439,7 @@ clock_t th__clock(void)
 	uint64_t v;
 	/* clock() is CLOCK_PROCESS_CPUTIME_ID in CLOCKS_PER_SEC, and
 	 * (clock_t)-1 exactly when that clock cannot be read. */
-	if (TH_UNLIKELY(proc_ns(&v) != 0))
+	if (TH_UNLIKELY(proc_val(TH_PROC_NS, &v) != 0))
 		return (clock_t)-1;
 	return (clock_t)(v / (uint64_t)(NS_PER_S / CLOCKS_PER_SEC));
 }
@@ -513,7 +534,7 @@ clock_t th__times(struct tms *buf)
 	 * kernel's times() counts ticks too), which also dates the cache. */
 	struct timespec ts;
 	th__coarse_ts(TH_CK_MONO, &ts);
-	/* Acquire: as in proc_ns. */
+	/* Acquire: as in proc_val. */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_UNLIKELY(pg == NULL))
 		return times_slow(buf, &ts);
@@ -539,12 +560,13 @@ clock_t th__times(struct tms *buf)
 
 /* ------------------------------------------------------------ thread cache */
 
+/* CLOCK_THREAD_CPUTIME_ID from the kernel, packed. */
 static int thread_exact(uint64_t *v)
 {
 	struct timespec ts;
 	if (th_sys_clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
 		return -1;
-	*v = ts_to_ns(&ts);
+	*v = ns_pack(ts_to_ns(&ts));
 	return 0;
 }
 
@@ -554,7 +576,7 @@ static int thread_exact(uint64_t *v)
  * atomic_signal_fence()s order the accesses as that handler sees them (the
  * handler runs on this CPU: only the compiler could reorder them).
  */
-static __attribute__((noinline)) int thread_ns_slow(uint64_t *v)
+static __attribute__((noinline)) int thread_pk_slow(uint64_t *v)
 {
 	int mode = cache_mode();
 	if (mode < 0)
@@ -589,16 +611,16 @@ static __attribute__((noinline)) int thread_ns_slow(uint64_t *v)
 		return -1;
 	*v = raise_to(&t->val, e, memory_order_relaxed);
 	/* The value is raised before the stamp vouches for it (pairs with the
-	 * signal fence in thread_ns between its stamp and value loads). */
+	 * signal fence in thread_pk between its stamp and value loads). */
 	atomic_signal_fence(memory_order_release);
 	if (stamp)
 		raise_to(&t->stamp, stamp, memory_order_relaxed);
 	return 0;
 }
 
-static inline __attribute__((always_inline)) int thread_ns(uint64_t *v)
+static inline __attribute__((always_inline)) int thread_pk(uint64_t *v)
 {
-	/* Acquire: as in proc_ns. */
+	/* Acquire: as in proc_val. */
 	struct th_cpu_page *pg = atomic_load_explicit(&cpu_page, memory_order_acquire);
 	if (TH_LIKELY(pg != NULL)) {
 		struct th_cpu_thread *t = &cpu_self;
@@ -608,13 +630,13 @@ static inline __attribute__((always_inline)) int thread_ns(uint64_t *v)
 		if (TH_LIKELY(atomic_load_explicit(&t->tag, memory_order_relaxed) == inc &&
 			      TH_FRESH(s, now, th__P.tick_ns))) {
 			/* The value is loaded after the stamp that vouches for it
-			 * (pairs with the signal fence in thread_ns_slow). */
+			 * (pairs with the signal fence in thread_pk_slow). */
 			atomic_signal_fence(memory_order_acquire);
 			*v = atomic_load_explicit(&t->val, memory_order_relaxed);
 			return 0;
 		}
 	}
-	return thread_ns_slow(v);
+	return thread_pk_slow(v);
 }
 
 /* ------------------------------------------------------------ clock ids */
@@ -622,10 +644,10 @@ static inline __attribute__((always_inline)) int thread_ns(uint64_t *v)
 int th__cputime_coarse(clockid_t id, struct timespec *ts)
 {
 	uint64_t v;
-	int rc = id == TH_CLOCK_THREAD_CPUTIME_COARSE ? thread_ns(&v) : proc_ns(&v);
+	int rc = id == TH_CLOCK_THREAD_CPUTIME_COARSE ? thread_pk(&v) : proc_val(TH_PROC_PK, &v);
 	if (TH_UNLIKELY(rc != 0))
 		return -1;
-	ns_to_ts(v, ts);
+	pk_to_ts(v, ts);
 	return 0;
 }
 
@@ -652,6 +674,8 @@ void th__cputime_merge(int which, const uint64_t *vals, uint64_t stamp_ns)
 	int n = which == TH_CPU_PROC ? 1 : TH_CPU_NVAL;
 	for (int i = 0; i < n; i++)
 		k[i] = vals[i];
+	if (which == TH_CPU_PROC)
+		k[TH_PROC_PK] = ns_pack(k[TH_PROC_NS]);
 	merge(&page_get()->c[which], k, stamp_ns, out);
 }
 

@@ -23,10 +23,14 @@ int th__cputime_getres(clockid_t id, struct timespec *res) TH_HIDDEN_CPU;
 
 /* The process-wide caches. */
 enum th_cpu_which {
-	TH_CPU_PROC = 0,  /* CLOCK_PROCESS_CPUTIME_ID, ns: th_clock() and the coarse id */
+	TH_CPU_PROC = 0,  /* CLOCK_PROCESS_CPUTIME_ID: th_clock() and the coarse id */
 	TH_CPU_TIMES = 1, /* times(): utime, stime, cutime, cstime in clock ticks */
 	TH_CPU_NCACHES = 2
 };
+/* The process cache's values: the ns (th_clock()), and the same packed as
+ * a timespec (the coarse id; cputime.c, ns_pack). The test seam's merge
+ * takes the ns and packs them itself. */
+enum { TH_PROC_NS = 0, TH_PROC_PK = 1 };
 
 /*
  * Test seams (tests/cputime): the refresh try-lock of a process cache, so that

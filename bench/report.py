@@ -397,12 +397,18 @@ def full_report(doc):
     if other:
         w("**CPU-time clocks** (bench/cputime):")
         w("")
-        w("| operation | implementation | threads | ns/call | × kernel |")
-        w("|---|---|--:|--:|--:|")
+        w("| operation | implementation | threads | ns/call | × kernel | over timehands' MONOTONIC_COARSE |")
+        w("|---|---|--:|--:|--:|--:|")
         for r in other:
             rk = r.get("ratio_kernel")
-            w("| `%s` | %s | %s | %s | %s |" % (r.get("op", ""), r.get("impl", ""), r.get("threads", ""),
-                                              fmt_ns(r.get("ns_per_call")), "%.3f" % rk if rk else ""))
+            over = r.get("over_floor_ns")
+            w("| `%s` | %s | %s | %s | %s | %s |" % (r.get("op", ""), r.get("impl", ""), r.get("threads", ""),
+                                                   fmt_ns(r.get("ns_per_call")), "%.3f" % rk if rk else "",
+                                                   "%+.1f (%s)" % (over, fmt_ns(r.get("floor_ns")))
+                                                   if over is not None else ""))
+        w("")
+        w("The last column: the median of per-round differences to timehands' `CLOCK_MONOTONIC_COARSE` "
+          "(its median in parentheses), read by the same program in the same rounds.")
         w("")
 
     # targets

@@ -9,10 +9,15 @@
  * Cost per call = the calling threads' CPU time / their calls (thread CPU
  * time from the raw system call, so that nothing under test times itself),
  * the median over rounds; in each round the two implementations run one
- * after the other. Every loop sums its results into a register and stores
- * the sum once. --json writes one JSON object per line, a result row for
- * timehands-bench (bench/README.md): table, op, impl, threads, ns_per_call,
- * ratio_kernel (ns_per_call / the kernel call's in the same run), runs, calls.
+ * after the other, and timehands' own CLOCK_MONOTONIC_COARSE with them, in
+ * turn before and after timehands' call: the reference of the target (a
+ * coarse read, a tick check and a load), measured in the same rounds. Every
+ * loop sums its results into a register and stores the sum once. --json
+ * writes one JSON object per line, a result row for timehands-bench
+ * (bench/README.md): table, op, impl, threads, ns_per_call, ratio_kernel
+ * (ns_per_call / the kernel call's in the same run), runs, calls, and for
+ * timehands' rows floor ("timehands CLOCK_MONOTONIC_COARSE"), floor_ns (its
+ * median) and over_floor_ns (the median of the per-round differences).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -65,6 +70,8 @@ LOOP(k_proc, struct timespec ts, clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts); a
 LOOP(h_proc, struct timespec ts, th_clock_gettime(TH_CLOCK_PROCESS_CPUTIME_COARSE, &ts); acc += (uint64_t)ts.tv_nsec)
 LOOP(k_thread, struct timespec ts, clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts); acc += (uint64_t)ts.tv_nsec)
 LOOP(h_thread, struct timespec ts, th_clock_gettime(TH_CLOCK_THREAD_CPUTIME_COARSE, &ts); acc += (uint64_t)ts.tv_nsec)
+/* the reference: timehands' own coarse clock, read the same way */
+LOOP(h_coarse, struct timespec ts, th_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts); acc += (uint64_t)ts.tv_nsec)
 
 struct op {
 	const char *name;          /* "op" in the JSON rows */
@@ -192,7 +199,8 @@ static void print_context(int rounds)
 	printf("CPU-time clocks: the kernel's call vs timehands, %s\n", date);
 	printf("machine: %s, %ld CPUs online, clocksource %s, Linux %s %s\n", cpu[0] ? cpu : "?",
 	       sysconf(_SC_NPROCESSORS_ONLN), cs[0] ? cs : "?", u.release, u.machine);
-	printf("cost: CPU ns per call (calling threads' CPU time / calls), median of %d rounds;\n"
+	printf("cost: CPU ns per call (calling threads' CPU time / calls), median of %d rounds; over coarse:\n"
+	       "median of the per-round differences to timehands' CLOCK_MONOTONIC_COARSE in the same rounds;\n"
 	       "timehands refreshes each value once per tick (%ld ns)\n\n",
 	       rounds, (long)res.tv_nsec + (long)res.tv_sec * 1000000000L);
 }
@@ -257,15 +265,15 @@ int main(int argc, char **argv)
 	const long base[2] = {quick ? 4000 : 16000, quick ? 250000 : 1000000};
 
 	print_context(rounds);
-	printf("%-32s %7s %12s %14s %9s\n", "call (kernel / timehands)", "threads", "kernel ns", "timehands ns",
-	       "speedup");
+	printf("%-32s %7s %12s %14s %9s %14s\n", "call (kernel / timehands)", "threads", "kernel ns", "timehands ns",
+	       "speedup", "over coarse ns");
 	/* Warm up: attach, create the caches. */
 	for (int k = 0; k < NOPS; k++)
 		ops[k].loop[1](1000);
 	for (int ti = 0; ti < nthreads; ti++) {
 		int nt = threads[ti];
 		for (int k = 0; k < NOPS; k++) {
-			double v[2][64], med[2];
+			double v[2][64], med[2], ref[64], over[64];
 			long calls[2];
 			for (int m = 0; m < 2; m++) {
 				double share = nt > ncpu ? (double)ncpu / nt : 1.0;
@@ -273,20 +281,36 @@ int main(int argc, char **argv)
 				if (calls[m] < base[m] / 32)
 					calls[m] = base[m] / 32;
 			}
-			for (int r = 0; r < rounds; r++)
-				for (int m = 0; m < 2; m++)
-					v[m][r] = round_ns(ops[k].loop[m], calls[m], nt);
+			for (int r = 0; r < rounds; r++) {
+				v[0][r] = round_ns(ops[k].loop[0], calls[0], nt);
+				/* the reference before timehands' call in odd
+				 * rounds, after it in even ones */
+				if (r & 1)
+					ref[r] = round_ns(h_coarse, calls[1], nt);
+				v[1][r] = round_ns(ops[k].loop[1], calls[1], nt);
+				if (!(r & 1))
+					ref[r] = round_ns(h_coarse, calls[1], nt);
+				over[r] = v[1][r] - ref[r];
+			}
 			for (int m = 0; m < 2; m++)
 				med[m] = median(v[m], rounds);
-			printf("%-32s %7d %12.1f %14.1f %8.0fx\n", ops[k].name, nt, med[0], med[1],
-			       med[1] > 0 ? med[0] / med[1] : 0);
+			double ref_med = median(ref, rounds), over_med = median(over, rounds);
+			printf("%-32s %7d %12.1f %14.1f %8.0fx %+14.1f\n", ops[k].name, nt, med[0], med[1],
+			       med[1] > 0 ? med[0] / med[1] : 0, over_med);
 			if (jf)
-				for (int m = 0; m < 2; m++)
+				for (int m = 0; m < 2; m++) {
 					fprintf(jf,
 						"{\"table\": \"cputime\", \"op\": \"%s\", \"impl\": \"%s\", \"threads\": %d, "
-						"\"ns_per_call\": %.2f, \"ratio_kernel\": %.5f, \"runs\": %d, \"calls\": %ld}\n",
+						"\"ns_per_call\": %.2f, \"ratio_kernel\": %.5f, \"runs\": %d, \"calls\": %ld",
 						ops[k].name, impl_name[m], nt, med[m], med[0] > 0 ? med[m] / med[0] : 0, rounds,
 						calls[m]);
+					if (m == 1)
+						fprintf(jf,
+							", \"floor\": \"timehands CLOCK_MONOTONIC_COARSE\", \"floor_ns\": %.2f, "
+							"\"over_floor_ns\": %.2f",
+							ref_med, over_med);
+					fprintf(jf, "}\n");
+				}
 		}
 	}
 	printf("\nkernel: %s, %s, %s, %s (each a system call)\ntimehands: %s, %s, %s, %s\n", ops[0].kernel,

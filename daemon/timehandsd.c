@@ -264,6 +264,8 @@ static int windup(uint64_t noticed)
 	int64_t old_off_real = D.disc.off_real;
 	int fl = th_disc_observe(&D.disc, &smp, have ? &s : NULL);
 	D.windups++;
+	if (have)
+		th_disc_cover_lead(&s, &smp);
 	/* Offsets known only to within a wide bracket (every retry of the
 	 * sample preempted): measured again now, and if still wide, nothing
 	 * is published this tick: a page record carries no flags, and its

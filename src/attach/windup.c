@@ -285,6 +285,8 @@ void th__local_windup(struct th_proc *p, int joining)
 	TH_STEP("observe");
 	int fl = th_disc_observe(&th__W.disc, &smp, have ? &s : NULL);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
+	if (have)
+		th_disc_cover_lead(&s, &smp);
 	if (fl & TH_OBS_JUMP) {
 		TH_STEP("jump");
 		note_jump(p, (uint64_t)smp.mono);

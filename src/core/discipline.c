@@ -466,6 +466,39 @@ void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t 
 	out->coarse = out->ns[TH_MONO];
 }
 
+/*
+ * The kernel-mode records after a line serve phi(k) = max(k, min(C, k +
+ * bound)) (record.h), which stays above everything the line returned only
+ * while the line ran at most `bound` ahead of the kernel. A kernel rate change
+ * the line has not followed yet (an ADJ_TICK slew: 1 % is 10 us per ms) can
+ * carry it further before a windup sees it. So the line's lead at a sample
+ * whose counter lies in the line's window (where readers were served the
+ * line) raises the bound of the copy `cur` that the next records are planned
+ * from. The lead at the kernel's reading is at most the line at the
+ * sandwich's far end minus that reading; TH_LEAD_SLACK_NS covers what it
+ * gains until the commit. A counter past the window says nothing of what
+ * readers were served (a discontinuity, or readers already on phi): the
+ * bound stays as it was.
+ */
+#define TH_LEAD_SLACK_NS 200
+
+void th_disc_cover_lead(struct th_snap *cur, const struct th_sample *s)
+{
+	if (!cur || cur->kind != TH_REC_LINE || !s->counter_ok)
+		return;
+	for (int l = 0; l < TH_NLINES; l++) {
+		uint64_t c = l == TH_MONO ? s->c : s->c_raw;
+		uint64_t w = l == TH_MONO ? s->width : s->width_raw;
+		int64_t k = l == TH_MONO ? s->mono : s->raw;
+		int64_t dc = (int64_t)(c - cur->anchor) + (int64_t)(w / 2 + 1);
+		if (dc < cur->dlo || dc > cur->dhi)
+			continue;
+		int64_t lead = (int64_t)(th_line_eval(cur, l, dc) - (uint64_t)k) + TH_LEAD_SLACK_NS;
+		if (lead > (int64_t)cur->bound[l])
+			cur->bound[l] = lead > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)lead;
+	}
+}
+
 void th_plan_kernel(struct th_disc *d, const struct th_snap *prev, const struct th_sample *s,
 		    uint64_t due_in_ns, uint64_t guard_ns, struct th_snap *out)
 {

@@ -143,6 +143,11 @@ void th_plan_refresh(struct th_disc *d, const struct th_snap *cur, const struct 
 void th_plan_fresh(struct th_disc *d, const struct th_sample *s, const uint64_t guard[TH_NLINES],
 		   struct th_snap *out);
 
+/* Raise the bound of line record `cur` (a copy) to the line's lead over the
+ * kernel measured at sample `s`, so that kernel-mode records planned from it
+ * stay above what the line returned (discipline.c). */
+void th_disc_cover_lead(struct th_snap *cur, const struct th_sample *s);
+
 /* Kernel-mode record: C and bound carried from the previous record, a windup
  * due `due_in_ns` after the sample. guard_ns == 0: a plain KERNEL record;
  * otherwise a TRANSIT record whose guards are phi(sample) + guard_ns. */

@@ -417,7 +417,9 @@ static inline uint64_t th_snap_ceiling(const struct th_snap *s, int l)
  * phi(k) = max(k, min(C, k + bound)): what every read served by the kernel
  * returns for a kernel reading k. A line reading F(c) taken earlier is at most
  * C (the line never exceeds its expiry value) and at most k + bound (the line
- * stays within `bound` of the kernel, which every windup checks), so phi
+ * stays within `bound` of the kernel: a windup that finds it further ahead,
+ * after a kernel rate change it had not followed, raises the bound of the
+ * records it plans to that lead, th_disc_cover_lead), so phi
  * never returns less than a line reading that happened before; phi is
  * non-decreasing in k and in C, so kernel-served reads are monotonic among
  * themselves; and phi(k + d) <= phi(k) + d, which bounds what a reader can

@@ -44,6 +44,22 @@ static void sc_slew(struct sim_config *c)
 	sim_add_event(c, 160 * MS, EV_MONO_RATE, 12000, 0);
 }
 
+/* Tick-sized slews (adjtimex ADJ_TICK, as chronyd uses past 500 ppm): +-1 %
+ * every 7 ms. The own line learns of each at its next windup, so it runs
+ * tens of us from the kernel (G1 measured, not enforced: doc/limits.md) and
+ * further than its error bound said; hand-overs to kernel mode must still
+ * not step back below what it served (G2), nor coarse clocks pass fine ones
+ * (G4). */
+static void sc_tick_slew(struct sim_config *c)
+{
+	c->rate_soft = 1;
+	/* one reader: its windups find the line's lead with nobody reading
+	 * the line while they are preempted (limits.md: not covered then) */
+	c->threads = 1;
+	for (int i = 0; i < 24; i++)
+		sim_add_event(c, (30 + 7 * i) * MS, EV_MONO_RATE, i % 2 ? -10000000 : 10000000, 0);
+}
+
 static void sc_step(struct sim_config *c)
 {
 	sim_add_event(c, 50 * MS, EV_STEP_REAL, 3600 * S, 0);
@@ -457,6 +473,7 @@ static const struct scenario scenarios[] = {
 	{"shared-early-ctr", sc_shared_early_ctr},
 	{"baseline", sc_baseline},
 	{"slew", sc_slew},
+	{"tick-slew", sc_tick_slew},
 	{"step", sc_step},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},

@@ -609,7 +609,8 @@ static void do_read(int op)
 		int64_t attr = tol && W.cfg->accuracy_soft ? 10000000 : 100000;
 		ep = attribute(f, v, l0, l1, lag + eps + attr, eps + attr);
 		if (ep == -1) {
-			violation(&O.res->g1, "G1 %s T=%lld: %lld explained by no offset (line %lld..%lld)", name,
+			violation(W.cfg->rate_soft ? &O.res->soft : &O.res->g1,
+				  "G1 %s T=%lld: %lld explained by no offset (line %lld..%lld)", name,
 				  (long long)t0, (long long)v, (long long)l0, (long long)l1);
 			return;
 		}
@@ -630,8 +631,9 @@ static void do_read(int op)
 		snap_coarse[ep] -= snap_coarse[ep] % 1000;
 	}
 	/* undetected skew (cfg->accuracy_soft): accuracy is measured, not enforced */
-	uint64_t *g1 = tol && W.cfg->accuracy_soft ? &O.res->soft : &O.res->g1;
-	uint64_t *g5 = tol && W.cfg->accuracy_soft ? &O.res->soft : &O.res->g5;
+	int soft = (tol && W.cfg->accuracy_soft) || W.cfg->rate_soft;
+	uint64_t *g1 = soft ? &O.res->soft : &O.res->g1;
+	uint64_t *g5 = soft ? &O.res->soft : &O.res->g5;
 	if (!coarse) {
 		if (x < l0 - eps || x > l1 + eps)
 			violation(g1, "G1 %s T=%lld: %lld not in [%lld, %lld] +- %lld (off %lld)", name,

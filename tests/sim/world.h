@@ -61,6 +61,9 @@ struct sim_config {
 	double migrate_prob;     /* chance that a thread moves to another CPU when switched out */
 	int expect_distrust;     /* the skew is large: the library must give up the counter */
 	int accuracy_soft;       /* with skew: G1/G5 beyond epsilon + skew are counted, not failed */
+	/* G1/G5 beyond epsilon counted, not failed: the own line learns of a
+	 * kernel rate change at its next windup (doc/limits.md); G2-G4 hold */
+	int rate_soft;
 	int64_t gap_ns;          /* max pause between a thread's reads */
 	int64_t gap0_ns;         /* thread 0's, if set (0: gap_ns) */
 	int64_t daemon_lag_ns;   /* the virtual daemon's kernel readings lag this much: its lines do */

@@ -128,7 +128,7 @@ LOOP(floor_load, , , *(volatile uint64_t *)&floor_word)
 #if defined(__x86_64__)
 #define CTR_READ() __rdtsc()
 #define CTR_FENCE() _mm_lfence()
-#define FLOOR_NAMES {"load", "rdtsc;mul", "lfence;rdtsc;mul"}
+#define FLOOR_NAMES {"load", "rdtsc;mul", "lfence;rdtsc;mul", "lfence;rdtsc;mul;/1000"}
 #define HAVE_COUNTER_FLOOR 1
 #elif defined(__aarch64__)
 static inline uint64_t cntvct(void)
@@ -139,10 +139,10 @@ static inline uint64_t cntvct(void)
 }
 #define CTR_READ() cntvct()
 #define CTR_FENCE() __asm__ volatile("isb" ::: "memory")
-#define FLOOR_NAMES {"load", "cntvct;mul", "isb;cntvct;mul"}
+#define FLOOR_NAMES {"load", "cntvct;mul", "isb;cntvct;mul", "isb;cntvct;mul;/1000"}
 #define HAVE_COUNTER_FLOOR 1
 #else
-#define FLOOR_NAMES {"load", "", ""}
+#define FLOOR_NAMES {"load", "", "", ""}
 #define HAVE_COUNTER_FLOOR 0
 #endif
 
@@ -157,15 +157,19 @@ static struct {
 	((__atomic_load_n(&conv_params.k, __ATOMIC_RELAXED) + (c) * __atomic_load_n(&conv_params.m, __ATOMIC_RELAXED)) >> 32)
 LOOP(floor_conv_unordered, , , CONV(CTR_READ()))
 LOOP(floor_conv, , CTR_FENCE(), CONV(CTR_READ()))
+/* gettimeofday's own part of the floor: the same, then the division to
+ * microseconds that every gettimeofday ends with (reported beside its
+ * target, which is stated against the floor above). */
+LOOP(floor_conv_usec, , CTR_FENCE(), (uint32_t)CONV(CTR_READ()) / 1000u)
 #endif
 
-enum floor_kind { F_LOAD, F_CONV_UNORDERED, F_CONV, NFLOOR };
+enum floor_kind { F_LOAD, F_CONV_UNORDERED, F_CONV, F_CONV_USEC, NFLOOR };
 static const char *const floor_name[NFLOOR] = FLOOR_NAMES;
 static const loop_fn floor_fn[NFLOOR] = {
 #if HAVE_COUNTER_FLOOR
-	floor_load, floor_conv_unordered, floor_conv
+	floor_load, floor_conv_unordered, floor_conv, floor_conv_usec
 #else
-	floor_load, NULL, NULL
+	floor_load, NULL, NULL, NULL
 #endif
 };
 
@@ -178,6 +182,7 @@ struct op {
 	const char *name;
 	clockid_t id;      /* probed before measuring; -1: nothing to probe */
 	int floor;         /* enum floor_kind */
+	int floor2;        /* a second floor measured beside it, 0: none */
 	int ref;           /* op whose vDSO figure is the reference */
 	loop_fn fn[NIMPL];
 };
@@ -192,7 +197,7 @@ enum {
 /* Floors (doc/design.md): a fine reading's is the ordered counter read and one
  * scaling, a relaxed one's the unordered read and one scaling. */
 #define CLOCK_OP(key, name, id, floor, self, tag) \
-	{key, name, id, floor, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}
+	{key, name, id, floor, 0, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}
 
 static const struct op ops[NOP] = {
 	CLOCK_OP("realtime", "clock_gettime(CLOCK_REALTIME)", CLOCK_REALTIME, F_CONV, OP_REALTIME, realtime),
@@ -204,20 +209,20 @@ static const struct op ops[NOP] = {
 		 OP_REALTIME_COARSE, realtime_coarse),
 	CLOCK_OP("monotonic_coarse", "clock_gettime(CLOCK_MONOTONIC_COARSE)", CLOCK_MONOTONIC_COARSE, F_LOAD,
 		 OP_MONOTONIC_COARSE, monotonic_coarse),
-	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CONV,
+	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CONV, 0,
 	 OP_MONOTONIC, {NULL, NULL, th_monotonic_call, NULL}},
-	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CONV,
+	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CONV, 0,
 	 OP_REALTIME, {NULL, NULL, th_realtime_call, NULL}},
-	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_CONV, OP_GETTIMEOFDAY,
+	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_CONV, F_CONV_USEC, OP_GETTIMEOFDAY,
 	 {sys_gettimeofday, libc_gettimeofday, th_gettimeofday_loop, ptr_gettimeofday}},
-	{"time", "time", (clockid_t)-1, F_LOAD, OP_TIME, {SYS_TIME_LOOP, libc_time, th_time_loop, ptr_time}},
-	{"time_call", "time (th_time library call)", (clockid_t)-1, F_LOAD, OP_TIME, {NULL, NULL, th_time_call, NULL}},
-	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_CONV, OP_TIMESPEC_GET,
+	{"time", "time", (clockid_t)-1, F_LOAD, 0, OP_TIME, {SYS_TIME_LOOP, libc_time, th_time_loop, ptr_time}},
+	{"time_call", "time (th_time library call)", (clockid_t)-1, F_LOAD, 0, OP_TIME, {NULL, NULL, th_time_call, NULL}},
+	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_CONV, 0, OP_TIMESPEC_GET,
 	 {sys_realtime, libc_timespec_get, NULL, ptr_timespec_get}},
 	{"realtime_relaxed", "clock_gettime(TH_CLOCK_REALTIME_RELAXED)", TH_CLOCK_REALTIME_RELAXED,
-	 F_CONV_UNORDERED, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
+	 F_CONV_UNORDERED, 0, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
 	{"monotonic_relaxed", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)", TH_CLOCK_MONOTONIC_RELAXED,
-	 F_CONV_UNORDERED, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
+	 F_CONV_UNORDERED, 0, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
 };
 
 static int probe(int op, int impl)
@@ -243,12 +248,23 @@ static int probe(int op, int impl)
 volatile uint64_t bench_sink;
 
 struct contender {
-	int op, impl;      /* impl -1: the op's floor */
+	int op, impl;      /* impl -1: the op's floor, -2: its second floor */
 	int report;        /* a row of its own (else only a reference) */
 	uint64_t n;
 	double *ns;        /* one sample per run */
 	int nsamples;
 };
+
+/* Each floor contender's loop and the pool it adds to. */
+static int floor_of(const struct contender *x)
+{
+	return x->impl == -2 ? ops[x->op].floor2 : ops[x->op].floor;
+}
+
+static loop_fn loop_of(const struct contender *x)
+{
+	return x->impl < 0 ? floor_fn[floor_of(x)] : ops[x->op].fn[x->impl];
+}
 
 /* Timed by the thread's CPU time: a loop that a neighbour's process
  * preempts does not count the time it did not run (on an idle machine the
@@ -323,8 +339,9 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 		break;
 	}
 
-	/* The contenders of each op, its vDSO reference, then its floor. */
-	struct contender *c = calloc(NOP * (NIMPL + 1), sizeof *c);
+	/* The contenders of each op, its vDSO reference, then its floors (the
+	 * op's own last). */
+	struct contender *c = calloc(NOP * (NIMPL + 2), sizeof *c);
 	int first[NOP], count[NOP], refc[NOP], nc = 0;
 	int rounds = o->rounds;
 	int needed[NOP] = {0};
@@ -346,12 +363,14 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 			reported |= report;
 			c[nc++] = (struct contender){op, im, report, 0, NULL, 0};
 		}
+		if (reported && ops[op].floor2 && floor_fn[ops[op].floor2])
+			c[nc++] = (struct contender){op, -2, 0, 0, NULL, 0};
 		if (reported && floor_fn[ops[op].floor])
 			c[nc++] = (struct contender){op, -1, 0, 0, NULL, 0};
 		count[op] = nc - first[op];
 	}
 	for (int i = 0; i < nc; i++) {
-		loop_fn f = c[i].impl < 0 ? floor_fn[ops[c[i].op].floor] : ops[c[i].op].fn[c[i].impl];
+		loop_fn f = loop_of(&c[i]);
 		c[i].n = o->loop_calls ? o->loop_calls : calibrate(f, o->target_ms);
 		c[i].ns = calloc((size_t)rounds, sizeof(double));
 	}
@@ -360,13 +379,14 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 		for (int k = 0; k < NOP; k++) {
 			int op = (k + r) % NOP;
 			int m = count[op];
-			/* contenders rotated, the floor (last) always right after them */
-			int nf = m > 0 && c[first[op] + m - 1].impl < 0 ? 1 : 0;
+			/* contenders rotated, the floors (last) always right after them */
+			int nf = 0;
+			while (nf < m && c[first[op] + m - 1 - nf].impl < 0)
+				nf++;
 			for (int j = 0; j < m; j++) {
 				int idx = j < m - nf ? first[op] + (j + r) % (m - nf) : first[op] + j;
 				struct contender *x = &c[idx];
-				loop_fn f = x->impl < 0 ? floor_fn[ops[op].floor] : ops[op].fn[x->impl];
-				x->ns[x->nsamples++] = run_once(f, x->n);
+				x->ns[x->nsamples++] = run_once(loop_of(x), x->n);
 			}
 		}
 	}
@@ -379,7 +399,7 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 	for (int i = 0; i < nc; i++)
 		if (c[i].impl < 0)
 			for (int s = 0; s < c[i].nsamples; s++)
-				pool[ops[c[i].op].floor][npool[ops[c[i].op].floor]++] = c[i].ns[s];
+				pool[floor_of(&c[i])][npool[floor_of(&c[i])]++] = c[i].ns[s];
 	double floor_med[NFLOOR];
 	for (int f = 0; f < NFLOOR; f++)
 		floor_med[f] = npool[f] ? median(pool[f], npool[f]) : 0;
@@ -433,7 +453,7 @@ void percall_run(const struct bench_opts *o, enum percall_set set, const char *i
 			row->ns_min = minimum(pool[f], npool[f]);
 			row->runs = npool[f];
 			for (int i = 0; i < nc; i++)
-				if (c[i].impl < 0 && ops[c[i].op].floor == f)
+				if (c[i].impl < 0 && floor_of(&c[i]) == f)
 					row->calls = c[i].n;
 			if (set != SET_MAIN)
 				snprintf(row->note, sizeof row->note, "measured in the %s process", impl_name);

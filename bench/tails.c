@@ -140,6 +140,44 @@ static double ticks_per_ns(void)
 	return (double)(c1 - c0) / (double)(t1 - t0);
 }
 
+/* The counter's step: the greatest common divisor of the differences of
+ * successive stamps (1 where the counter counts every tick; some CPUs
+ * advance it in steps of a slower reference clock). */
+static uint64_t stamp_quantum(void)
+{
+	uint64_t g = 0, prev = stamp();
+	for (int i = 0; i < 4096; i++) {
+		uint64_t c = stamp(), d = c - prev;
+		prev = c;
+		while (d) {
+			uint64_t t = g % d;
+			g = d;
+			d = t;
+		}
+	}
+	return g ? g : 1;
+}
+
+/* The p-quantile (num/den) of n sorted durations counted in whole steps qt
+ * of the stamp: a read's duration is counted as the step below or the
+ * step above it, with the odds of where it fell between them, so a value
+ * that holds the quantile is taken as spread evenly over the step around
+ * it and the quantile placed at its share of the run of equal values
+ * (with qt = 1 the value itself, to within a tick). */
+static double quantile(const uint32_t *v, size_t n, size_t num, size_t den, uint64_t qt)
+{
+	size_t i = n * num / den;
+	if (i >= n)
+		i = n - 1;
+	size_t lo = i, hi = i;
+	while (lo > 0 && v[lo - 1] == v[i])
+		lo--;
+	while (hi + 1 < n && v[hi + 1] == v[i])
+		hi++;
+	double f = ((double)(i - lo) + 0.5) / (double)(hi - lo + 1);
+	return (double)v[i] + (f - 0.5) * (double)qt;
+}
+
 void tails_run(const struct bench_opts *o, enum percall_set set, const char *impl_name, struct bench_rows *out)
 {
 	void *h = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
@@ -162,6 +200,7 @@ void tails_run(const struct bench_opts *o, enum percall_set set, const char *imp
 	if (!d)
 		return;
 	double tpn = ticks_per_ns();
+	uint64_t qt = stamp_quantum();
 	for (int cond = 0; cond < 2; cond++) {
 		pthread_t t;
 		int helper_on = 0;
@@ -211,9 +250,9 @@ void tails_run(const struct bench_opts *o, enum percall_set set, const char *imp
 				else
 					snprintf(row->impl, sizeof row->impl, "%s", impls[i].name);
 				row->threads = cond ? 2 : 1;
-				row->p50 = v[n[i] / 2] / tpn;
-				row->p99 = v[n[i] * 99 / 100] / tpn;
-				row->p999 = v[n[i] * 999 / 1000] / tpn;
+				row->p50 = quantile(v, n[i], 1, 2, qt) / tpn;
+				row->p99 = quantile(v, n[i], 99, 100, qt) / tpn;
+				row->p999 = quantile(v, n[i], 999, 1000, qt) / tpn;
 				row->max_ns = v[n[i] - 1] / tpn;
 				row->ns_per_call = row->p50;
 				row->ns_min = v[0] / tpn;

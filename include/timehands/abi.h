@@ -145,12 +145,24 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
 /* Nonzero when a record tied to a kernel update (kseq) is no longer the
  * kernel's, the kernel's count read now through the pointer at *kcp
  * (relaxed, both: they order nothing else; loaded where needed, not kept in
- * a register across the read). Branch-free: where records are the kernel's
- * every read asks, elsewhere none is tied and the mask is 0. */
+ * a register across the read), after the counter c was read. Branch-free:
+ * where records are the kernel's every read asks, elsewhere none is tied
+ * and the mask is 0. On arm64 the count's address depends on c (a zero
+ * computed from it), so the count is loaded only after the counter was
+ * read, as the kernel's own vDSO orders its re-read there; x86-64 orders
+ * it no more than the kernel's vDSO does (neither RDTSC nor RDTSCP holds
+ * later loads back). */
 static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t ks,
-									 const uint32_t *const *kcp)
+									 const uint32_t *const *kcp, uint64_t c)
 {
 	const uint32_t *kc = __atomic_load_n(kcp, __ATOMIC_RELAXED);
+#if defined(__aarch64__)
+	uint64_t z;
+	__asm__("eor %0, %1, %1" : "=r"(z) : "r"(c));
+	kc = (const uint32_t *)(const void *)((const char *)kc + z);
+#else
+	(void)c;
+#endif
 	return ((uint32_t)ks ^ __atomic_load_n(kc, __ATOMIC_RELAXED)) & (0u - (uint32_t)(ks >> 32));
 }
 
@@ -198,7 +210,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	 * first is compared at once, one taken after the copy once it is
 	 * read. */
 	uint64_t ks = TH_ABI_LD(r, kseq);
-	if (early && __builtin_expect(th_abi_kseq_moved(ks, kcp) != 0, 0))
+	if (early && __builtin_expect(th_abi_kseq_moved(ks, kcp, c) != 0, 0))
 		return 0;
 	/* The window at and above the anchor, [0, ddue), and its slope; the
 	 * part below the anchor and its slope are copied only where the
@@ -257,7 +269,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 			return 0;
 		n = (int64_t)(qb + (uint64_t)d * (uint64_t)lo) >> 32;
 	}
-	if (!early && __builtin_expect(th_abi_kseq_moved(ks, kcp) != 0, 0))
+	if (!early && __builtin_expect(th_abi_kseq_moved(ks, kcp, c) != 0, 0))
 		return 0;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);

@@ -215,10 +215,11 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 }
 
 /* Nonzero when a record tied to a kernel update (kseq, record.h) is no
- * longer the kernel's (th_abi_kseq_moved with the kernel's count). */
-static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks)
+ * longer the kernel's at counter c, read before (th_abi_kseq_moved with the
+ * kernel's count). */
+static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks, uint64_t c)
 {
-	return th_abi_kseq_moved(ks, th_hw_kcount_ref());
+	return th_abi_kseq_moved(ks, th_hw_kcount_ref(), c);
 }
 
 /* The counter read after the copy (th_abi_eval's late_ctr), the

@@ -298,7 +298,7 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 			int64_t d = (int64_t)(c - s.anchor);
 			/* the kernel's line is served only while its update is
 			 * the kernel's latest (record.h, kseq) */
-			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq)) {
+			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq, c)) {
 				if (d >= s.ddue)
 					th__windup_try(); /* due; the record stays valid meanwhile */
 				if (d < s.dlo)
@@ -309,7 +309,7 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 			/* expired, or the counter went backwards */
 			if (th__windup_try())
 				continue;
-			if (s.kseq && th__kseq_moved(s.kseq) && kv_wait(p, s.cur))
+			if (s.kseq && th__kseq_moved(s.kseq, c) && kv_wait(p, s.cur))
 				continue;
 		}
 		if (th__kernel_value(p, &s, ck, &v)) {

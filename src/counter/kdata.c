@@ -287,17 +287,52 @@ void th_kdata_init(void)
  * writers only. hdr: bytes before the bases (32, or 40 with max_cycles). */
 static const unsigned char *kv_hres;
 /* The copy of the conversion is x86-64's (the TSC's and pvclock's clock
- * modes); elsewhere kv_hres stays NULL. */
-#if defined(__x86_64__)
+ * modes) and arm64's (the generic timer's); elsewhere kv_hres stays NULL. */
+#if defined(__x86_64__) || defined(__aarch64__)
+#define TH_KCONV 1
+#else
+#define TH_KCONV 0
+#endif
+#if TH_KCONV
 static const unsigned char *kv_raw;
 static size_t kv_hdr;
 /* vCPU 0's pvclock_vcpu_time_info where the vDSO reads it, once checked */
 static const unsigned char *kv_pvti;
 static int kv_pv_tried;
 
+#if defined(__x86_64__)
 /* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
 enum { KMODE_TSC = 1, KMODE_PVCLOCK = 2 };
 #define PVCLOCK_TSC_STABLE 1u
+/* A clock mode in which the vDSO computes time from the counter itself. */
+static int kmode_counter(int32_t m)
+{
+	return m == KMODE_TSC;
+}
+/* The TSC is 64 bits wide: the kernel's mask is all ones. */
+static int kmask_ok(uint64_t m)
+{
+	return m == ~(uint64_t)0;
+}
+#else
+/* arm64's (VDSO_CLOCKMODE_ARCHTIMER, _ARCHTIMER_NOCOMPAT: the latter only
+ * keeps 32-bit tasks away from the counter), both read from CNTVCT_EL0 by
+ * the 64-bit vDSO; no paravirtual clock. */
+enum { KMODE_PVCLOCK = -1 };
+static int kmode_counter(int32_t m)
+{
+	return m == 1 || m == 2;
+}
+/* The generic timer is at least 56 bits wide, and the kernel masks the
+ * counter's distance from cycle_last to that width: the same distance as
+ * the records' for every counter less than 2^56 past cycle_last, which the
+ * kernel's updates keep it (a counter that wrapped lies below the record's
+ * window and is never served). */
+static int kmask_ok(uint64_t m)
+{
+	return m >= ((uint64_t)1 << 56) - 1 && (m & (m + 1)) == 0;
+}
+#endif
 
 static const int kc_id[TH_KC_N] = {CLOCK_REALTIME, CLOCK_MONOTONIC, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW,
 				   CLOCK_REALTIME_COARSE, CLOCK_MONOTONIC_COARSE};
@@ -319,6 +354,7 @@ static uint64_t kld64(const unsigned char *p)
  * other); -3 when its clock mode is pvclock and pv is not known. */
 /* One copy of the pvclock fields under their version: 0, or -1 when the
  * hypervisor was updating them (pairs as the vDSO's own reader does). */
+#if defined(__x86_64__)
 static int pv_copy(const unsigned char *pv, struct th_kconv *k)
 {
 	/* Acquire: the fields after the version; pairs with the hypervisor's
@@ -339,6 +375,13 @@ static int pv_copy(const unsigned char *pv, struct th_kconv *k)
 		return -2;
 	return 0;
 }
+#else
+static int pv_copy(const unsigned char *pv, struct th_kconv *k)
+{
+	(void)pv, (void)k;
+	return -2;
+}
+#endif
 
 static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t h, const unsigned char *pv,
 		     struct th_kconv *k)
@@ -381,7 +424,7 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 			continue;
 		/* The TSC's clock mode, or pvclock's where its page is known; a
 		 * full 64-bit counter; shifts the records' Q32 rates carry. */
-		if ((mode != KMODE_TSC && !k->pv) || rmode != mode || mask != ~(uint64_t)0 || rmask != mask || k->mult == 0 ||
+		if ((!kmode_counter(mode) && !k->pv) || rmode != mode || !kmask_ok(mask) || rmask != mask || k->mult == 0 ||
 		    k->raw_mult == 0 || k->shift > 32 || k->raw_shift > 32)
 			return -1;
 		/* both structures of one update */
@@ -527,7 +570,7 @@ int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_snap *v)
 	return 0;
 }
 
-#if defined(__x86_64__)
+#if TH_KCONV
 /* Every fine clock computed from a copy lies between two vDSO readings. */
 static int conv_agrees(const unsigned char *hres, const unsigned char *raw, size_t h, const unsigned char *pv)
 {
@@ -597,7 +640,7 @@ static const unsigned char *pv_find(void)
  * is the header, twelve bases and, before Linux 6.13, 16 bytes more. */
 static void conv_find(const unsigned char *page, size_t so, size_t mo)
 {
-#if defined(__x86_64__)
+#if TH_KCONV
 	size_t h = mo - so - 16 * (size_t)CLOCK_MONOTONIC_COARSE;
 	const unsigned char *hres = page + so;
 	static const size_t tails[] = {0, 16};
@@ -638,7 +681,7 @@ int th_kdata_conv_known(void)
 
 int th_kdata_conv(struct th_kconv *k)
 {
-#if !defined(__x86_64__)
+#if !TH_KCONV
 	(void)k;
 	return -1;
 #else

@@ -82,6 +82,13 @@ struct th_proc {
 	 * or goes to the slow path). */
 	_Atomic uint32_t kv_on;
 	_Atomic int64_t kv_off_real;
+	/* The kernel's count of the update the current kernel-line record
+	 * was copied from: coarse reads serve an update's coarse clocks only
+	 * after its windup (which raises the coarse floor where the update's
+	 * coarse clocks lie below the previous one's: th__kv_windup). Stored
+	 * with release after that raise; loaded with acquire before the
+	 * floor. */
+	_Atomic uint32_t kv_seq;
 	/* Before this process's first measurement of its REALTIME and
 	 * BOOTTIME offsets (the first windup), readers get the kernel's own
 	 * clock; each such reading bounds the offset from below (the reading
@@ -663,6 +670,10 @@ static inline __attribute__((always_inline)) int th__coarse_kv(int ck, struct ti
 	 * kernel's vdso_write_begin. */
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (TH_UNLIKELY(__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u)))
+		return th__coarse_kv_slow(ck, ts);
+	/* An update no windup has seen yet (acquire: pairs with the windup's
+	 * release store of kv_seq, after its raise of the coarse floor). */
+	if (TH_UNLIKELY(s != atomic_load_explicit(&th__P.kv_seq, memory_order_acquire)))
 		return th__coarse_kv_slow(ck, ts);
 	uint64_t m = msec * 1000000000u + mnsec;
 	if (TH_UNLIKELY(m < atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed)) ||

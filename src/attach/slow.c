@@ -563,6 +563,14 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 				kv_wait(p, cur);
 			continue;
 		}
+		/* An update no windup has seen: the windup first, which raises
+		 * the coarse floor where this update's coarse clocks lie below
+		 * the previous one's (acquire: pairs with its release store). */
+		if (k.seq != atomic_load_explicit(&p->kv_seq, memory_order_acquire)) {
+			if (!th__windup_try())
+				kv_wait(p, cur);
+			continue;
+		}
 		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
 		/* The kernel's coarse clocks a second off its own line (a rate
 		 * change's underflow, kdata.h): not the kernel's time until its

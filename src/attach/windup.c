@@ -221,6 +221,15 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
 	v.epoch = th__W.disc.epoch;
 	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
+	/* Before Linux 6.15 the kernel's coarse clocks are its fine base at
+	 * cycle_last, which an adjtimex rate change moves back by the cycles
+	 * not yet accumulated times the change of mult (seen on Linux 6.1: up
+	 * to hundreds of us under ADJ_TICK): this update's may lie below the
+	 * previous one's, which coarse readers served (they serve an update
+	 * only after its windup, kv_seq). The coarse floor holds them until
+	 * the kernel's coarse clock is above it again. */
+	if (prev && prev->kseq && v.coarse < prev->coarse)
+		th__raise_coarse_floor(p, prev->coarse);
 	TH_STEP("kv_commit");
 	if (v.flags & TH_RECF_KPV) {
 		/* A line below the kernel: it starts at or above the kernel's
@@ -248,6 +257,10 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		th_commit_force(&p->tl, &v);
 	}
 	atomic_store_explicit(&p->kv_on, 1, memory_order_relaxed);
+	/* Release: pairs with the coarse readers' acquire load of kv_seq; the
+	 * floor raised above is visible to a reader that sees this update's
+	 * count. */
+	atomic_store_explicit(&p->kv_seq, k.seq, memory_order_release);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
 	return 1;
 }

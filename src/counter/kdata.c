@@ -706,6 +706,30 @@ int th_kdata_conv(struct th_kconv *k)
 #endif
 }
 
+unsigned char *th_kdata_conv_test_page(unsigned char *to)
+{
+#if TH_KCONV
+	static const unsigned char *hres0, *raw0;
+	if (!hres0) {
+		hres0 = __atomic_load_n(&kv_hres, __ATOMIC_ACQUIRE);
+		raw0 = kv_raw;
+	}
+	if (!hres0 || !kv_page)
+		return NULL;
+	if (!to) {
+		kv_raw = raw0;
+		__atomic_store_n(&kv_hres, hres0, __ATOMIC_RELEASE);
+		return NULL;
+	}
+	kv_raw = to + (raw0 - kv_page);
+	__atomic_store_n(&kv_hres, to + (hres0 - kv_page), __ATOMIC_RELEASE);
+	return to + (raw0 - kv_page);
+#else
+	(void)to;
+	return NULL;
+#endif
+}
+
 int th_kdata_check(void)
 {
 	if (!kdata_on())

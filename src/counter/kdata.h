@@ -100,6 +100,13 @@ void th_kdata_conv_init(void);
 /* 1 where th_kdata_conv_init found it (then th_kdata_conv may succeed). */
 int th_kdata_conv_known(void);
 
+/* Test seam (tests/unit/test_kdata.c): copies of the conversion read from
+ * `to`, a copy of the kernel's data page (the same offsets), or from the
+ * kernel's page again (to == NULL). Returns where the copy holds the
+ * MONOTONIC_RAW structure, NULL where no conversion is known or on restore.
+ * Single-threaded use only. */
+unsigned char *th_kdata_conv_test_page(unsigned char *to);
+
 /* A consistent copy of the kernel's conversion now: 0; -1 when there is none
  * (no such data, its clock mode not the TSC's now, a shift the records cannot
  * carry); -2 when the kernel was updating it at every try (bounded: it never

@@ -653,6 +653,83 @@ static int64_t coarse_ns(clockid_t id)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
+/*
+ * Before Linux 6.15 the kernel's coarse clocks are its fine base at
+ * cycle_last, which an adjtimex rate change moves back (seen on Linux 6.1:
+ * coarse clocks hundreds of us below the update before's under ADJ_TICK).
+ * Here the kernel's page is replaced by a copy of a later update whose coarse
+ * bases lie D below the current ones: coarse readings on the kernel's line
+ * must not go back (G2) nor pass a later fine reading (G4). The windups meanwhile
+ * see the kernel's own page for the direct read (their check of it against
+ * the vDSO), the copy for the conversion.
+ */
+extern void (*th__test_windup_hook)(void);
+static const uint32_t *cb_seq;
+static const uint64_t *cb_base;
+static void cb_hook(void)
+{
+	__atomic_store_n(&th_kdata.seq, cb_seq, __ATOMIC_RELAXED);
+	__atomic_store_n(&th_kdata.mono_coarse, cb_base, __ATOMIC_RELAXED);
+}
+
+static void coarse_back(void)
+{
+	struct timespec t;
+	th_clock_gettime(CLOCK_REALTIME, &t); /* attach */
+	if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ||
+	    __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("coarse back: not on the kernel's line here: not run\n");
+		return;
+	}
+	const int64_t D = 300000;
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	long n = 0;
+	for (int round = 0; round < 20 && !check_failures; round++) {
+		cb_seq = th_kdata.seq;
+		cb_base = th_kdata.mono_coarse;
+		const unsigned char *page = (const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095);
+		int64_t m0 = coarse_ns(CLOCK_MONOTONIC_COARSE), r0 = coarse_ns(CLOCK_REALTIME_COARSE);
+		if (!copy_kpage(fake, page, cb_seq))
+			continue;
+		uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - page));
+		uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
+		if (fb[1] < (uint64_t)D || fb[-1] < (uint64_t)D)
+			continue; /* no second to borrow: another round */
+		unsigned char *raw = th_kdata_conv_test_page(fake);
+		if (!raw) {
+			printf("coarse back: no conversion copy to replace here: not run\n");
+			return;
+		}
+		/* a later update (far from the kernel's own counts), its coarse
+		 * clocks D back */
+		*fs += 0x10000;
+		*(uint32_t *)(void *)raw += 0x10000;
+		fb[1] -= (uint64_t)D;  /* MONOTONIC_COARSE */
+		fb[-1] -= (uint64_t)D; /* REALTIME_COARSE */
+		th__test_windup_hook = cb_hook;
+		__atomic_store_n(&th_kdata.seq, (const uint32_t *)fs, __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
+		int64_t m1 = coarse_ns(CLOCK_MONOTONIC_COARSE), r1 = coarse_ns(CLOCK_REALTIME_COARSE);
+		cb_hook();
+		th__test_windup_hook = NULL;
+		th_kdata_conv_test_page(NULL);
+		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
+		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
+		n++;
+		CHECK(m1 >= m0 && r1 >= r0, "coarse of an update %lld ns back: MONOTONIC %lld ns, REALTIME %lld ns back",
+		      (long long)D, (long long)(m0 - m1), (long long)(r0 - r1));
+		CHECK(m1 <= fm && r1 <= fr, "coarse of an update %lld ns back: %lld / %lld ns above a later fine reading",
+		      (long long)D, (long long)(m1 - fm), (long long)(r1 - fr));
+		CHECK(m2 >= m1 && r2 >= r1, "coarse after the kernel's page came back: %lld / %lld ns back",
+		      (long long)(m1 - m2), (long long)(r1 - r2));
+		struct timespec slp = {0, 700000 + 100000 * round};
+		nanosleep(&slp, NULL);
+	}
+	CHECK(n > 0, "no consistent copy of the kernel's page");
+	printf("coarse back: %ld rounds of an update whose coarse clocks lie %lld ns below the one before\n", n,
+	       (long long)D);
+}
+
 static void glitch(void)
 {
 	const uint64_t S = 1000000000u;
@@ -732,6 +809,7 @@ int main(int argc, char **argv)
 	live(argc > 1 && strcmp(argv[1], "timens") == 0);
 	glitch(); /* before coarse_fallback raises the coarse floor */
 	coarse_fallback();
+	coarse_back();
 	setns_case();
 	off();
 	return check_done("kdata");

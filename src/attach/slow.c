@@ -72,6 +72,20 @@ static int exact_offsets(const struct th_snap *s, int ck)
 	return (s->flags & TH_RECF_KERNEL_OFFSETS) && th__ck_line(ck) == TH_MONO && th__ck_sel(ck) != TH_SEL_NONE;
 }
 
+/* Readings of record s that are the kernel's own clock ck: a kernel's line
+ * the kernel moved on from (its readings were the kernel's), a record whose
+ * offsets may not be served, and, in a process that does not use the
+ * counter itself (TIMEHANDS_COUNTER=off, a counter the policy refused), a
+ * kernel-mode record that follows no line (ceiling 0: everything served was
+ * the kernel's own), whose offsets would lag a kernel step until the next
+ * windup. Such a process only ever leaves kernel mode for the daemon's page,
+ * whose floors are taken above the kernel's clocks at the switch. */
+static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
+{
+	return exact_offsets(s, ck) || s->kseq != 0 ||
+	       (s->kind == TH_REC_KERNEL && !p->trust.usable && th_snap_ceiling(s, th__ck_line(ck)) == 0);
+}
+
 /* A kernel's line the kernel moved on from, while another thread holds the
  * writer's lock: a moment (bounded: G6) for its windup to commit the next
  * one, rather than a kernel reading (which, for a pvclock line, would also
@@ -98,10 +112,9 @@ static int kv_wait(struct th_proc *p, uint64_t cur)
 int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_t *v)
 {
 	const int line = th__ck_line(ck), sel = th__ck_sel(ck);
-	/* The kernel's line that the kernel has moved on from: its readings
-	 * were the kernel's, so is this one, of the very clock asked for (its
-	 * offsets may be those before a step). */
-	int exact = exact_offsets(s, ck) || s->kseq != 0;
+	/* The kernel's own clock, of the very clock asked for (kernel_own: the
+	 * record's offsets may be those before a step). */
+	int exact = kernel_own(p, s, ck);
 	uint64_t off = (uint64_t)snap_offset(s, sel);
 	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(ck) : line_clock(line));
 	uint64_t k = exact ? ke - off : ke;
@@ -332,7 +345,7 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 	/* Else phi of the last local record, the current one (never below
 	 * anything returned before it); the kernel's own clock after the
 	 * kernel's line. */
-	if (exact_offsets(&s, ck) || s.kseq)
+	if (kernel_own(p, &s, ck))
 		return kernel_exact(ck, ns);
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);

@@ -195,8 +195,12 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 			}
 			return 1;
 		}
-		/* coarse values served so far stay below what follows */
-		th__raise_coarse_floor(p, th_snap_ceiling(prev, TH_MONO));
+		/* Coarse values served so far stay below what follows: up to
+		 * the ceiling from a line, and a kernel-mode record's coarse
+		 * value (a fine reading at its windup, up to a tick above the
+		 * kernel's coarse clock that serves next). */
+		uint64_t served = th_snap_ceiling(prev, TH_MONO);
+		th__raise_coarse_floor(p, prev->coarse > served ? prev->coarse : served);
 	}
 	/* The discipline follows the kernel's line as an exact sample (no
 	 * sandwich): should the kernel stop publishing it (another

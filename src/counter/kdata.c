@@ -298,7 +298,9 @@ static const unsigned char *kv_raw;
 static size_t kv_hdr;
 /* vCPU 0's pvclock_vcpu_time_info where the vDSO reads it, once checked */
 static const unsigned char *kv_pvti;
-static int kv_pv_tried;
+/* Looking for that page: 2 x the attempts made, plus 1 while one is made */
+static int kv_pv_tries;
+#define KV_PV_TRIES 8
 
 #if defined(__x86_64__)
 /* The vDSO's clock modes on x86 (VDSO_CLOCKMODE_TSC, _PVCLOCK). */
@@ -401,17 +403,10 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 		k->raw_mult = kld32(raw + h - 8);
 		k->raw_shift = kld32(raw + h - 4);
 		uint32_t rs = kld32(raw);
-		k->pv = 0;
-		if (mode == KMODE_PVCLOCK && !pv)
-			return -3;
-		if (mode == KMODE_PVCLOCK) {
-			int r = pv_copy(pv, k);
-			if (r == -1)
-				continue;
-			if (r == -2)
-				return -1;
-			k->pv = 1;
-		}
+		/* pvclock's page where the mode names it; what that says is
+		 * acted on once the count shows the mode was no torn read */
+		int pvr = mode != KMODE_PVCLOCK ? 1 : pv ? pv_copy(pv, k) : -3;
+		k->pv = pvr == 0;
 		for (int i = 0; i < TH_KC_N; i++) {
 			const unsigned char *b = (i == TH_KC_RAW ? raw : hres) + h + 16 * (size_t)kc_id[i];
 			k->sec[i] = kld64(b);
@@ -422,6 +417,12 @@ static int conv_copy(const unsigned char *hres, const unsigned char *raw, size_t
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n((const uint32_t *)(const void *)hres, __ATOMIC_RELAXED) != s)
 			continue;
+		if (pvr == -1)
+			continue; /* the hypervisor rewriting its page */
+		if (pvr == -3)
+			return -3; /* pvclock, its page not known yet */
+		if (pvr == -2)
+			return -1; /* no stable TSC: the vDSO asks the kernel */
 		/* The TSC's clock mode, or pvclock's where its page is known; a
 		 * full 64-bit counter; shifts the records' Q32 rates carry. */
 		if ((!kmode_counter(mode) && !k->pv) || rmode != mode || !kmask_ok(mask) || rmask != mask || k->mult == 0 ||
@@ -692,17 +693,34 @@ int th_kdata_conv(struct th_kconv *k)
 		return -1;
 	const unsigned char *pv = __atomic_load_n(&kv_pvti, __ATOMIC_ACQUIRE);
 	int r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
-	if (r == -3 && !pv && !__atomic_exchange_n(&kv_pv_tried, 1, __ATOMIC_RELAXED)) {
-		/* Switched to kvm-clock since the layout was found: look for
-		 * its page once, check it as conv_find does, publish it. */
-		pv = pv_find();
-		if (pv && conv_agrees(hres, kv_raw, kv_hdr, pv)) {
-			/* Release: pairs with the acquire load above. */
-			__atomic_store_n(&kv_pvti, pv, __ATOMIC_RELEASE);
-			r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
-		}
+	if (r != -3)
+		return r;
+	/* Switched to kvm-clock since the layout was found: one thread looks
+	 * for its page, checks it as conv_find does and publishes it, a few
+	 * times at most (a check that met the kernel updating fails). Meanwhile
+	 * another thread's conversion is -2, as while the kernel updates: its
+	 * clock serves, and the records stay on its line. */
+	int st = __atomic_load_n(&kv_pv_tries, __ATOMIC_RELAXED);
+	if (st & 1)
+		return -2;
+	/* Acquire: pairs with the release store below (a page another thread
+	 * published before it counted its attempt). */
+	pv = __atomic_load_n(&kv_pvti, __ATOMIC_ACQUIRE);
+	if (pv)
+		return conv_copy(hres, kv_raw, kv_hdr, pv, k);
+	if (st >= 2 * KV_PV_TRIES)
+		return -1;
+	if (!__atomic_compare_exchange_n(&kv_pv_tries, &st, st + 1, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return -2;
+	pv = pv_find();
+	if (pv && conv_agrees(hres, kv_raw, kv_hdr, pv)) {
+		/* Release: pairs with the acquire loads of kv_pvti. */
+		__atomic_store_n(&kv_pvti, pv, __ATOMIC_RELEASE);
+		r = conv_copy(hres, kv_raw, kv_hdr, pv, k);
 	}
-	return r == -3 ? -1 : r;
+	/* Release: the page's store above comes before the attempt's end. */
+	__atomic_store_n(&kv_pv_tries, st + 2, __ATOMIC_RELEASE);
+	return r == 0 ? 0 : r == -3 ? -1 : r;
 #endif
 }
 

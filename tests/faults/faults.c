@@ -331,7 +331,8 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		int stepped = c == 0 && (k1 < prev_kcoarse[c] || k3 < prev_kcoarse[c]);
 		if (prev_coarse[c] && v < prev_coarse[c] && !stepped) {
 			SS->g2_bad++;
-			note_first("G2 coarse backwards", prev_coarse[c], v, prev_coarse[c]);
+			note_first(c == 0 ? "G2 REALTIME_COARSE backwards" : "G2 MONOTONIC_COARSE backwards",
+				   prev_coarse[c], v, prev_coarse[c]);
 		}
 		prev_coarse[c] = v;
 		prev_kcoarse[c] = k1;

@@ -730,6 +730,65 @@ static void coarse_back(void)
 	       (long long)D);
 }
 
+/*
+ * Leaving the kernel's line (a clock mode the records cannot follow: another
+ * clocksource) and coming back to it. The kernel-mode records in between
+ * serve coarse values from a fine reading at their windup, up to a tick
+ * above the kernel's coarse clock; when the records are the kernel's line
+ * again, its coarse clocks must not go below those (G2). The conversion's
+ * copy of the kernel's page carries clock mode 0 (none) while the process is
+ * off the line.
+ */
+static void coarse_rejoin(void)
+{
+	struct timespec t;
+	th_clock_gettime(CLOCK_REALTIME, &t); /* attach */
+	if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ||
+	    __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("coarse rejoin: not on the kernel's line here: not run\n");
+		return;
+	}
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	long n = 0, left = 0;
+	for (int round = 0; round < 20 && !check_failures; round++) {
+		const uint32_t *sq = th_kdata.seq;
+		const unsigned char *page = (const unsigned char *)((uintptr_t)sq & ~(uintptr_t)4095);
+		if (!copy_kpage(fake, page, sq))
+			continue;
+		unsigned char *raw = th_kdata_conv_test_page(fake);
+		if (!raw) {
+			printf("coarse rejoin: no conversion copy to replace here: not run\n");
+			return;
+		}
+		uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)sq - page));
+		fs[1] = 0;			 /* clock mode: none */
+		((uint32_t *)(void *)raw)[1] = 0; /* the raw structure's */
+		if (!th__windup_try() || atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
+			th_kdata_conv_test_page(NULL);
+			th__windup_try();
+			continue; /* another thread's windup, or not left: again */
+		}
+		left++;
+		int64_t m1 = coarse_ns(CLOCK_MONOTONIC_COARSE), r1 = coarse_ns(CLOCK_REALTIME_COARSE);
+		th_kdata_conv_test_page(NULL);
+		th__windup_try();
+		int back = atomic_load_explicit(&th__P.kv_on, memory_order_relaxed);
+		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
+		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
+		if (!back)
+			continue;
+		n++;
+		CHECK(m2 >= m1 && r2 >= r1, "coarse back on the kernel's line below the kernel-mode ones: MONOTONIC %lld ns, REALTIME %lld ns",
+		      (long long)(m1 - m2), (long long)(r1 - r2));
+		CHECK(m2 <= fm && r2 <= fr, "coarse back on the kernel's line %lld / %lld ns above a later fine reading",
+		      (long long)(m2 - fm), (long long)(r2 - fr));
+		struct timespec slp = {0, 700000 + 100000 * round};
+		nanosleep(&slp, NULL);
+	}
+	CHECK(left > 0 && n > 0, "never left and rejoined the kernel's line (%ld left, %ld back)", left, n);
+	printf("coarse rejoin: %ld rounds off the kernel's line and back\n", n);
+}
+
 static void glitch(void)
 {
 	const uint64_t S = 1000000000u;
@@ -810,6 +869,7 @@ int main(int argc, char **argv)
 	glitch(); /* before coarse_fallback raises the coarse floor */
 	coarse_fallback();
 	coarse_back();
+	coarse_rejoin();
 	setns_case();
 	off();
 	return check_done("kdata");

@@ -32,6 +32,11 @@ struct th_trust {
 /* counter_mode: TH_CTR_AUTO / TH_CTR_OFF / TH_CTR_FORCE (config.h). */
 void th_trust_probe(struct th_trust *t, int counter_mode);
 
+/* 1 where the kernel's vDSO reads the counter itself (x86-64, arm64), 0 where
+ * it falls back to a system call (its clock mode is none), -1 where there is
+ * no vDSO to tell (an emulator's process) or no counter. */
+int th_vdso_reads_counter(void);
+
 /* Small helpers shared with tools: read a whole small file into buf
  * (NUL-terminated, trailing newline removed). Returns length or -1. */
 long th_read_small_file(const char *path, char *buf, unsigned long size);

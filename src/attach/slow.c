@@ -484,6 +484,19 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 				v = s.coarse;
 			if (v < cf)
 				v = cf;
+			/* Where fine readings are the kernel's own (kernel_own),
+			 * a REALTIME offset the kernel has changed since this
+			 * record's windup (a step; the record's is the kernel's
+			 * exact one, th__take_sample) is the kernel's now: the
+			 * reading is the kernel's, no G3 floor of the old epoch
+			 * applies, and a windup follows the step. */
+			int64_t koff;
+			if (sel == TH_SEL_REAL && kernel_own(p, &s, ck) && th_hw_koff_real(&koff) &&
+			    koff != s.off_real) {
+				th__windup_try();
+				*ns = v + (uint64_t)koff;
+				return 1;
+			}
 			if (k >= s.due_ns)
 				th__windup_try();
 			*ns = v + (uint64_t)snap_offset(&s, sel);

@@ -792,6 +792,81 @@ static void coarse_rejoin(void)
 	printf("coarse rejoin: %ld rounds off the kernel's line and back\n", n);
 }
 
+/*
+ * A process that does not use the counter (TIMEHANDS_COUNTER=off) serves the
+ * kernel's own fine clocks; its coarse REALTIME must show a step of the
+ * kernel's offset at once as well, not the offset of its last windup (the
+ * G4 of a coarse reading above a later fine one, after a step back). Here the
+ * kernel's page is replaced by a copy whose REALTIME_COARSE base lies a second
+ * back (the kernel's offset after a step of -1 s), while this process holds
+ * its windup lock, so that no windup follows it: coarse REALTIME minus coarse
+ * MONOTONIC must be that offset. Run in a child started with the counter off.
+ */
+static int coarse_step_child(void)
+{
+	struct timespec t;
+	th_clock_gettime(CLOCK_REALTIME, &t); /* attach */
+	if (th__P.trust.usable || __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("coarse step: the counter in use, or no direct read of the kernel's page: not run\n");
+		return 0;
+	}
+	const uint32_t *sq = th_kdata.seq;
+	const uint64_t *b = th_kdata.mono_coarse;
+	const unsigned char *page = (const unsigned char *)((uintptr_t)sq & ~(uintptr_t)4095);
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	long n = 0;
+	for (int round = 0; round < 20 && !check_failures; round++) {
+		int64_t k0;
+		if (!copy_kpage(fake, page, sq) || !th_kdata_real_offset(&k0))
+			continue;
+		uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)b - page));
+		int64_t kf = (int64_t)((fb[-2] - 1) * 1000000000u + fb[-1]) - (int64_t)(fb[0] * 1000000000u + fb[1]);
+		if (kf != k0 - 1000000000)
+			continue; /* the kernel updated its offset between the two copies */
+		fb[-2] -= 1; /* REALTIME_COARSE seconds */
+		uint32_t z = 0;
+		if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		__atomic_store_n(&th_kdata.seq, (const uint32_t *)(const void *)(fake + ((const unsigned char *)sq - page)),
+				 __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
+		int64_t r1 = coarse_ns(CLOCK_REALTIME_COARSE), m1 = coarse_ns(CLOCK_MONOTONIC_COARSE);
+		__atomic_store_n(&th_kdata.seq, sq, __ATOMIC_RELAXED);
+		__atomic_store_n(&th_kdata.mono_coarse, b, __ATOMIC_RELAXED);
+		atomic_store_explicit(&th__P.lock, 0, memory_order_release);
+		n++;
+		CHECK(r1 - m1 == kf, "coarse REALTIME after a step of the kernel's offset: %lld ns from the kernel's",
+		      (long long)(r1 - m1 - kf));
+		struct timespec slp = {0, 300000 + 100000 * round};
+		nanosleep(&slp, NULL);
+	}
+	CHECK(n > 0, "no consistent copy of the kernel's page");
+	printf("coarse step: %ld rounds of a step the records have not followed, counter off\n", n);
+	return check_done("coarse step") ? 1 : 0;
+}
+
+static void coarse_step(const char *self)
+{
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		setenv("TIMEHANDS_COUNTER", "off", 1);
+		setenv("TIMEHANDS_PAGE", "none", 1);
+		execl(self, self, "coarse-step", (char *)NULL);
+		_exit(77); /* no exec of this program here (an emulator without binfmt) */
+	}
+	if (pid < 0)
+		return;
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		printf("coarse step: this program cannot start itself again here: not run\n");
+		return;
+	}
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "coarse step child status %#x", st);
+}
+
 static void glitch(void)
 {
 	const uint64_t S = 1000000000u;
@@ -864,6 +939,8 @@ static void glitch(void)
 
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "coarse-step") == 0)
+		return coarse_step_child();
 	record();
 	pvrecord();
 	exact();
@@ -873,6 +950,7 @@ int main(int argc, char **argv)
 	coarse_fallback();
 	coarse_back();
 	coarse_rejoin();
+	coarse_step("/proc/self/exe");
 	setns_case();
 	off();
 	return check_done("kdata");

@@ -202,6 +202,10 @@ static int page_above_floors(struct th_proc *p, uint64_t *at)
  */
 static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 {
+	/* Coarse readers leave the kernel's coarse clocks (kown_coarse) for
+	 * the records' path before the page serves: the switch's floors lie
+	 * above the kernel's clocks, so above what they served. */
+	atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
 	struct th_snap base;
 	unsigned r = 0;
 	int have = th_snapshot(&p->tl, &base, &r) == 0;
@@ -527,7 +531,7 @@ int th__try_shared(struct th_proc *p, int timeout_ms)
 {
 	if (p->passthrough || !th__W.page_wanted)
 		return 0;
-	if (atomic_load_explicit(&p->kv_on, memory_order_relaxed)) {
+	if (p->kv_ok && atomic_load_explicit(&p->kv_on, memory_order_relaxed)) {
 		/* the kernel's own line is exact and costs no windup that a
 		 * page would save */
 		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,

@@ -582,9 +582,10 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 #ifndef TH_SIM
 	struct th_proc *p = &th__P;
 	for (int pass = 0; pass < 3; pass++) {
-		struct th_kconv k;
+		struct th_kcoarse k;
 		uint64_t cur = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-		if (th_kdata_conv(&k) != 0) {
+		int r = th_kdata_coarse(&k);
+		if (r == 0) {
 			if (!th__windup_try())
 				kv_wait(p, cur);
 			continue;
@@ -597,13 +598,13 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 				kv_wait(p, cur);
 			continue;
 		}
-		uint64_t m = k.sec[TH_KC_MONO_COARSE] * NS_PER_S + k.nsec[TH_KC_MONO_COARSE];
 		/* The kernel's coarse clocks a second off its own line (a rate
 		 * change's underflow, kdata.h): not the kernel's time until its
 		 * next tick; the fine reading below serves and floors them. */
-		if (!th_kcoarse_ok(m, k.sec[TH_KC_MONO], k.nsec[TH_KC_MONO], k.shift))
+		if (r < 0)
 			break;
-		int64_t off = (int64_t)(k.sec[TH_KC_REAL_COARSE] * NS_PER_S + k.nsec[TH_KC_REAL_COARSE] - m);
+		uint64_t m = k.mono;
+		int64_t off = (int64_t)(k.real - k.mono);
 		if (off != atomic_load_explicit(&p->kv_off_real, memory_order_relaxed)) {
 			if (!th__windup_try())
 				kv_wait(p, cur);

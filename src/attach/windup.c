@@ -107,9 +107,11 @@ int th__install_line(const struct th_snap *prev, int have_prev)
 	return th_writer_install(&th__W.wr, have_prev ? prev : NULL);
 }
 
-/* Test seam: called by a windup while it holds the lock (tests raise a signal
- * here to read the clocks from a handler that interrupted a windup). */
+/* Test seams: called by a windup while it holds the lock (tests raise a signal
+ * here to read the clocks from a handler that interrupted a windup), before
+ * and after its check of the direct read of the kernel's page. */
 void (*th__test_windup_hook)(void) TH_HIDDEN;
+void (*th__test_windup_hook_after)(void) TH_HIDDEN;
 
 #ifndef TH_SIM
 /*
@@ -270,6 +272,41 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 }
 #endif
 
+#ifndef TH_SIM
+/*
+ * Coarse clocks where the fine readings are the kernel's own (kernel-mode
+ * records that follow no line in a process that does not read the counter:
+ * kernel_own, slow.c): the kernel's coarse clocks straight from its data page
+ * (th__coarse_kv), as on the kernel's line, tied to the update `k` copied
+ * before this windup's sample (kv_seq: a later update sends coarse readers
+ * to a windup first). They never exceed a later fine reading, the kernel's
+ * (G4). What this process served before (the records' coarse value, a fine
+ * reading at their windup) and an update's coarse clocks below the previous
+ * copied one's (before Linux 6.15, after a rate change) are held by the
+ * coarse floor. `own` 0, or no such copy: coarse readers take the records'
+ * path again.
+ */
+static void kown_coarse(struct th_proc *p, int own, int kr, const struct th_kcoarse *k, uint64_t served)
+{
+	if (!own || kr != 1) {
+		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
+		return;
+	}
+	if (!atomic_load_explicit(&p->kv_on, memory_order_relaxed))
+		th__raise_coarse_floor(p, served);
+	else if (k->mono < th__W.kown_coarse)
+		th__raise_coarse_floor(p, th__W.kown_coarse);
+	if (k->mono > th__W.kown_coarse)
+		th__W.kown_coarse = k->mono;
+	atomic_store_explicit(&p->kv_off_real, (int64_t)(k->real - k->mono), memory_order_relaxed);
+	/* Release: pairs with the coarse readers' acquire load of kv_seq; the
+	 * floor raised above (and the G3 floor of a step this windup's sample
+	 * found) are visible to a reader that sees this update's count. */
+	atomic_store_explicit(&p->kv_seq, k->seq, memory_order_release);
+	atomic_store_explicit(&p->kv_on, 1, memory_order_relaxed);
+}
+#endif
+
 void th__local_windup(struct th_proc *p, int joining)
 {
 	struct th_snap s;
@@ -297,6 +334,11 @@ void th__local_windup(struct th_proc *p, int joining)
 		th__W.reason[0] = 0;
 	}
 
+#ifndef TH_SIM
+	/* the kernel's update before the sample, for kown_coarse */
+	struct th_kcoarse kc;
+	int kr = !p->trust.usable ? th_kdata_coarse(&kc) : 0;
+#endif
 	struct th_sample smp;
 	th__take_sample(p, &smp, ctr, 1);
 	TH_STEP("observe");
@@ -318,7 +360,11 @@ void th__local_windup(struct th_proc *p, int joining)
 	}
 
 	if (!ctr) {
-		th__publish_kernel(have ? &s : NULL, &smp, p->tick_ns);
+		struct th_snap v;
+		th_writer_kernel(&th__W.wr, have ? &s : NULL, &smp, p->tick_ns, 0, &v);
+#ifndef TH_SIM
+		kown_coarse(p, !p->trust.usable && th_snap_ceiling(&v, TH_MONO) == 0, kr, &kc, v.coarse);
+#endif
 		return;
 	}
 	if (th_disc_offsets_wide(&th__W.disc)) {
@@ -391,6 +437,8 @@ void th__windup_locked(struct th_proc *p)
 #ifndef TH_SIM
 	th__kdata_recheck();
 #endif
+	if (th__test_windup_hook_after)
+		th__test_windup_hook_after();
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		/* The daemon publishes; this process only checks on it when a

@@ -20,6 +20,9 @@ struct th_wstate {
 	struct th_writer wr;   /* transitions of the local timeline (writer.h) */
 	struct th_distrust dt; /* counter discontinuities (writer.h) */
 	char reason[192];
+	/* the largest MONOTONIC_COARSE of the kernel's updates whose coarse
+	 * clocks kown_coarse let readers serve */
+	uint64_t kown_coarse;
 	/* the shared page */
 	struct th_page_map page;     /* attached page, or zeroed */
 	int page_wanted;             /* look for a daemon */

@@ -172,6 +172,7 @@ void th_kdata_off(void)
  * the direct read under its count: 1, or 0 (no direct read, or the kernel
  * updating at each of `tries` passes; never a wait). */
 struct coarse_copy {
+	uint32_t seq;
 	int32_t mode;
 	uint64_t mono, real; /* ns */
 	uint64_t fsec, fnsec; /* nsec in ns << shift */
@@ -198,11 +199,23 @@ static int coarse_copy(struct coarse_copy *c, int tries)
 		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 		if (__atomic_load_n(sq, __ATOMIC_RELAXED) != (s & ~1u))
 			continue;
+		c->seq = s;
 		c->mono = msec * NS_PER_S + mnsec;
 		c->real = rsec * NS_PER_S + rnsec;
 		return 1;
 	}
 	return 0;
+}
+
+int th_kdata_coarse(struct th_kcoarse *k)
+{
+	struct coarse_copy c;
+	if (!coarse_copy(&c, 4) || c.mode <= 0 || c.mode > 15)
+		return 0;
+	k->seq = c.seq;
+	k->mono = c.mono;
+	k->real = c.real;
+	return th_kcoarse_ok(c.mono, c.fsec, c.fnsec, c.shift) ? 1 : -1;
 }
 
 int th_kdata_coarse_check(uint64_t *ns)

@@ -213,6 +213,17 @@ static inline int th_kcoarse_ok(uint64_t m, uint64_t sec, uint64_t nsec, uint32_
  * clock as it would without it. For slow paths. */
 int th_kdata_coarse_check(uint64_t *ns);
 
+/* One kernel update's coarse clocks from the page of the direct read, with
+ * its count: 1 where they agree with the fine MONOTONIC base of the same
+ * update (th_kcoarse_ok), -1 where they are a second off it (*k set either
+ * way), 0 where this cannot tell (no direct read, the kernel updating at
+ * every try, clock mode none: no fine base to check by). */
+struct th_kcoarse {
+	uint32_t seq;
+	uint64_t mono, real; /* ns */
+};
+int th_kdata_coarse(struct th_kcoarse *k);
+
 /* REALTIME - MONOTONIC now, exactly: the difference of the kernel's
  * REALTIME_COARSE and MONOTONIC_COARSE bases of one update (the kernel
  * keeps the two clocks a whole number of ns apart, the negated

@@ -663,16 +663,22 @@ static int64_t coarse_ns(clockid_t id)
  * Here the kernel's page is replaced by a copy of a later update whose coarse
  * bases lie D below the current ones: coarse readings on the kernel's line
  * must not go back (G2) nor pass a later fine reading (G4). The windups meanwhile
- * see the kernel's own page for the direct read (their check of it against
- * the vDSO), the copy for the conversion.
+ * see the kernel's own page for their check of the direct read against the
+ * vDSO, the copy for the rest.
  */
 extern void (*th__test_windup_hook)(void);
-static const uint32_t *cb_seq;
-static const uint64_t *cb_base;
+extern void (*th__test_windup_hook_after)(void);
+static const uint32_t *cb_seq, *cb_fseq;
+static const uint64_t *cb_base, *cb_fbase;
 static void cb_hook(void)
 {
 	__atomic_store_n(&th_kdata.seq, cb_seq, __ATOMIC_RELAXED);
 	__atomic_store_n(&th_kdata.mono_coarse, cb_base, __ATOMIC_RELAXED);
+}
+static void cb_fake(void)
+{
+	__atomic_store_n(&th_kdata.seq, cb_fseq, __ATOMIC_RELAXED);
+	__atomic_store_n(&th_kdata.mono_coarse, cb_fbase, __ATOMIC_RELAXED);
 }
 
 static void coarse_back(void)
@@ -709,12 +715,15 @@ static void coarse_back(void)
 		*(uint32_t *)(void *)raw += 0x10000;
 		fb[1] -= (uint64_t)D;  /* MONOTONIC_COARSE */
 		fb[-1] -= (uint64_t)D; /* REALTIME_COARSE */
+		cb_fseq = fs;
+		cb_fbase = fb;
 		th__test_windup_hook = cb_hook;
-		__atomic_store_n(&th_kdata.seq, (const uint32_t *)fs, __ATOMIC_RELAXED);
-		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
+		th__test_windup_hook_after = cb_fake;
+		cb_fake();
 		int64_t m1 = coarse_ns(CLOCK_MONOTONIC_COARSE), r1 = coarse_ns(CLOCK_REALTIME_COARSE);
 		cb_hook();
 		th__test_windup_hook = NULL;
+		th__test_windup_hook_after = NULL;
 		th_kdata_conv_test_page(NULL);
 		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
 		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
@@ -794,14 +803,26 @@ static void coarse_rejoin(void)
 
 /*
  * A process that does not use the counter (TIMEHANDS_COUNTER=off) serves the
- * kernel's own fine clocks; its coarse REALTIME must show a step of the
- * kernel's offset at once as well, not the offset of its last windup (the
- * G4 of a coarse reading above a later fine one, after a step back). Here the
- * kernel's page is replaced by a copy whose REALTIME_COARSE base lies a second
- * back (the kernel's offset after a step of -1 s), while this process holds
- * its windup lock, so that no windup follows it: coarse REALTIME minus coarse
- * MONOTONIC must be that offset. Run in a child started with the counter off.
+ * kernel's own fine clocks, and its coarse clocks are the kernel's coarse
+ * clocks from its data page, tied to the update a windup copied (kv_seq).
+ * Run in a child started with the counter off, with the kernel's page
+ * replaced by a copy (the windups' check of the direct read against the vDSO
+ * sees the real page):
+ * - before its first windup (the records' path), and while a step of the
+ *   kernel's offset has not been followed (the windup lock held): coarse
+ *   REALTIME minus coarse MONOTONIC is the kernel's offset of the copy, a
+ *   second back (not the offset of the last windup: a coarse REALTIME above
+ *   the fine one after it, G4);
+ * - after windups: a later update whose REALTIME offset is a second back (a
+ *   step) is served at once with it; one whose coarse clocks lie D below the
+ *   update before's (Linux before 6.15, after a rate change) does not take
+ *   the coarse clocks back (G2).
  */
+static int64_t koff_of(const uint64_t *fb)
+{
+	return (int64_t)(fb[-2] * 1000000000u + fb[-1]) - (int64_t)(fb[0] * 1000000000u + fb[1]);
+}
+
 static int coarse_step_child(void)
 {
 	struct timespec t;
@@ -810,39 +831,80 @@ static int coarse_step_child(void)
 		printf("coarse step: the counter in use, or no direct read of the kernel's page: not run\n");
 		return 0;
 	}
-	const uint32_t *sq = th_kdata.seq;
-	const uint64_t *b = th_kdata.mono_coarse;
-	const unsigned char *page = (const unsigned char *)((uintptr_t)sq & ~(uintptr_t)4095);
+	cb_seq = th_kdata.seq;
+	cb_base = th_kdata.mono_coarse;
+	const unsigned char *page = (const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095);
 	static unsigned char fake[4096] __attribute__((aligned(64)));
-	long n = 0;
-	for (int round = 0; round < 20 && !check_failures; round++) {
+	uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - page));
+	uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
+	cb_fseq = fs;
+	cb_fbase = fb;
+	long held = 0, stepped = 0, back = 0;
+	const int64_t D = 300000;
+	for (int round = 0; round < 30 && !check_failures; round++) {
 		int64_t k0;
-		if (!copy_kpage(fake, page, sq) || !th_kdata_real_offset(&k0))
-			continue;
-		uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)b - page));
-		int64_t kf = (int64_t)((fb[-2] - 1) * 1000000000u + fb[-1]) - (int64_t)(fb[0] * 1000000000u + fb[1]);
-		if (kf != k0 - 1000000000)
-			continue; /* the kernel updated its offset between the two copies */
-		fb[-2] -= 1; /* REALTIME_COARSE seconds */
+		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0 ||
+		    fb[1] < (uint64_t)D || fb[-1] < (uint64_t)D)
+			continue; /* the kernel updated between the copies; no ns to borrow */
+		int kind = round < 10 ? 0 : round % 2 ? 1 : 2;
 		uint32_t z = 0;
-		if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
-							     memory_order_relaxed))
-			continue;
-		__atomic_store_n(&th_kdata.seq, (const uint32_t *)(const void *)(fake + ((const unsigned char *)sq - page)),
-				 __ATOMIC_RELAXED);
-		__atomic_store_n(&th_kdata.mono_coarse, (const uint64_t *)fb, __ATOMIC_RELAXED);
+		if (kind == 0) {
+			/* the windup lock held: no windup follows the step (on
+			 * the records' path only: after a windup, a coarse
+			 * reading that cannot wind up is a fine one, the vDSO's,
+			 * which this copy does not change) */
+			if (atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ||
+			    !atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
+								     memory_order_relaxed))
+				continue;
+		} else {
+			/* a later update */
+			th__windup_try();
+			if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
+				struct th_kcoarse kc;
+				CHECK(th_kdata_coarse(&kc) != 1, "coarse clocks not the kernel's after a windup");
+				continue;
+			}
+			*fs += 0x10000;
+		}
+		if (kind == 2) {
+			fb[1] -= (uint64_t)D;  /* MONOTONIC_COARSE */
+			fb[-1] -= (uint64_t)D; /* REALTIME_COARSE */
+		} else {
+			fb[-2] -= 1; /* REALTIME_COARSE seconds */
+		}
+		int64_t kf = koff_of(fb);
+		int64_t m0 = coarse_ns(CLOCK_MONOTONIC_COARSE);
+		if (kind != 0) {
+			th__test_windup_hook = cb_hook;
+			th__test_windup_hook_after = cb_fake;
+		}
+		cb_fake();
 		int64_t r1 = coarse_ns(CLOCK_REALTIME_COARSE), m1 = coarse_ns(CLOCK_MONOTONIC_COARSE);
-		__atomic_store_n(&th_kdata.seq, sq, __ATOMIC_RELAXED);
-		__atomic_store_n(&th_kdata.mono_coarse, b, __ATOMIC_RELAXED);
-		atomic_store_explicit(&th__P.lock, 0, memory_order_release);
-		n++;
-		CHECK(r1 - m1 == kf, "coarse REALTIME after a step of the kernel's offset: %lld ns from the kernel's",
-		      (long long)(r1 - m1 - kf));
+		cb_hook();
+		th__test_windup_hook = NULL;
+		th__test_windup_hook_after = NULL;
+		if (kind == 0)
+			atomic_store_explicit(&th__P.lock, 0, memory_order_release);
+		if (kind == 2) {
+			int64_t fm = coarse_ns(CLOCK_MONOTONIC);
+			back++;
+			CHECK(m1 >= m0, "coarse of an update %lld ns back, counter off: MONOTONIC %lld ns back", (long long)D,
+			      (long long)(m0 - m1));
+			CHECK(m1 <= fm, "coarse %lld ns above a later fine reading", (long long)(m1 - fm));
+		} else {
+			held += kind == 0;
+			stepped += kind == 1;
+			CHECK(r1 - m1 == kf, "coarse REALTIME after a step of the kernel's offset (%s): %lld ns from the kernel's",
+			      kind == 0 ? "not followed" : "a later update", (long long)(r1 - m1 - kf));
+		}
 		struct timespec slp = {0, 300000 + 100000 * round};
 		nanosleep(&slp, NULL);
 	}
-	CHECK(n > 0, "no consistent copy of the kernel's page");
-	printf("coarse step: %ld rounds of a step the records have not followed, counter off\n", n);
+	CHECK(held > 0 && stepped > 0 && back > 0, "rounds: %ld held, %ld stepped, %ld back", held, stepped, back);
+	printf("coarse step: counter off, %ld rounds of a step not followed, %ld of a step in a later update, %ld of an "
+	       "update %lld ns back\n",
+	       held, stepped, back, (long long)D);
 	return check_done("coarse step") ? 1 : 0;
 }
 

@@ -3,8 +3,9 @@
 # clock the way time daemons and operators do (adjtimex frequency, tick and PLL
 # slews, ADJ_SETOFFSET and clock_settime steps of 100 ms, clocksource
 # switches; every change undone, every step paired) while readers check G1-G5
-# on every clock id (tests/faults/faults.c): through the library and through
-# the preload under a program that reads libc's clocks, each without and with
+# on every clock id (tests/faults/faults.c): through the library (also with
+# the counter off) and through the preload under a program that reads libc's
+# clocks, each without and with
 # a timehandsd of its own (shared mode where a process uses its page; where
 # the records are the kernel's own line, processes do not, and say why).
 #
@@ -53,6 +54,11 @@ run() { # name, command...
 }
 
 run "library, no daemon" env TIMEHANDS_PAGE=none "$f" "${scenarios[@]}"
+# A process that does not read the counter (TIMEHANDS_COUNTER=off; where the
+# counter is refused, every process): the kernel's own fine clocks, by system
+# call where the vDSO makes one, so not "at most 1 % from the kernel"; its
+# coarse clocks the kernel's, from its data page.
+run "library, counter off" env TIMEHANDS_PAGE=none TIMEHANDS_COUNTER=off "$f" --expect kernel "${scenarios[@]}"
 run "preload, no daemon" "$cli" run --preload "$preload" --page none -- "$fl" "${scenarios[@]}"
 
 # A daemon of its own for each shared run: the state one run's changes left

@@ -279,7 +279,7 @@ int th__attach(void)
 	 * updated. The records themselves stay valid (same counter, same
 	 * kernel clocks) and become the floor of what follows. */
 	reset_writer(p);
-	atomic_store_explicit(&p->lock, 1, memory_order_relaxed);
+	atomic_store_explicit(&p->lock, th_hw_self(), memory_order_relaxed);
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		th__windup_locked(p); /* a fork child of a process reading the page */

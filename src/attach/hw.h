@@ -15,6 +15,9 @@
 #include "kclock.h"
 #include "kdata.h"
 
+/* This thread's number, the windup lock's value while it holds it
+ * (th__self_id, windup.c) */
+#define th_hw_self() th__self_id()
 #define th_hw_ctr_ordered() th_counter_ordered()
 #define th_hw_ctr_relaxed() th_counter_relaxed()
 #define th_hw_ctr_fence() th_counter_fence()

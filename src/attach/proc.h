@@ -99,7 +99,11 @@ struct th_proc {
 	 * on either side, so that one of them sees the other's). */
 	_Atomic int64_t koff_lb[2];
 	_Atomic uint32_t koff_begun;
-	_Atomic uint32_t lock; /* windup try-lock: 0 free, 1 held */
+	/* Windup try-lock: 0 free, else its holder's thread number (th_hw_self,
+	 * 2 on; 1 is anybody's). A signal handler that finds its own thread
+	 * holding it waits for no windup: the one it interrupted cannot go on
+	 * before the handler returns (th__lock_mine). */
+	_Atomic uint32_t lock;
 	struct th_shared_floor sh_floor[TH_NCLOCKS];
 	/* The page numbers its REALTIME steps (epochs) itself; this process
 	 * reads them as page epoch + sh_delta, so that its own numbering goes
@@ -166,6 +170,16 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 void th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN;
 int th__windup_try(void) TH_HIDDEN;
+
+/* This thread's number (2 on), assigned at its first call. */
+uint32_t th__self_id(void) TH_HIDDEN;
+
+/* The windup lock is held by this very thread: a signal handler that
+ * interrupted its holder. Relaxed: the thread sees its own store. */
+static inline int th__lock_mine(struct th_proc *p)
+{
+	return atomic_load_explicit(&p->lock, memory_order_relaxed) == th_hw_self();
+}
 void th__account_retries(unsigned n) TH_HIDDEN;
 
 static inline int th__ready(void)

@@ -43,7 +43,7 @@ static int kernel_first(struct th_proc *p, int ck, uint64_t *ns)
 		*ns = r;
 		return 1;
 	}
-	for (int k = 0; k < 4096; k++) {
+	for (int k = 0; k < 4096 && !th__lock_mine(p); k++) {
 		TH_STEP("first_wait");
 		if (TH_CUR_SEQ(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != 0)
 			return 0;
@@ -93,6 +93,8 @@ static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
  * another record. */
 static int kv_wait(struct th_proc *p, uint64_t cur)
 {
+	if (th__lock_mine(p))
+		return 0;
 	for (int i = 0; i < 256; i++) {
 		th_hw_pause();
 		if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(cur))
@@ -385,7 +387,8 @@ void th__raise_coarse_floor(struct th_proc *p, uint64_t v)
 static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
 {
 	uint32_t z = 0;
-	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire, memory_order_relaxed))
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, th_hw_self(), memory_order_acquire,
+						     memory_order_relaxed))
 		return;
 	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) == TH_CUR_ID(lc))
 		atomic_store_explicit(&p->sh_fresh_fast, atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed),

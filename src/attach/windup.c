@@ -455,6 +455,25 @@ void th__windup_locked(struct th_proc *p)
 	th__local_windup(p, 0);
 }
 
+#ifndef TH_SIM
+/* Thread numbers for the windup lock: initial-exec, as cpu_self
+ * (src/cputime/cputime.c), so that a signal handler may read it. A handler
+ * that numbers the thread while the code it interrupted does too leaves one
+ * of the two numbers, and that code's compare-and-swap uses the one it
+ * returns: either way the lock's value is the thread's when it is taken. */
+static _Thread_local uint32_t self_id __attribute__((tls_model("initial-exec")));
+static _Atomic uint32_t next_id = 1;
+
+uint32_t th__self_id(void)
+{
+	uint32_t v = self_id;
+	while (v < 2)
+		v = atomic_fetch_add_explicit(&next_id, 1, memory_order_relaxed) + 1;
+	self_id = v;
+	return v;
+}
+#endif
+
 int th__windup_try(void)
 {
 	struct th_proc *p = &th__P;
@@ -468,7 +487,7 @@ int th__windup_try(void)
 	TH_STEP("lock");
 	/* Acquire pairs with the release below: the writer state left by the
 	 * previous holder is visible. */
-	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, 1, memory_order_acquire,
+	if (!atomic_compare_exchange_strong_explicit(&p->lock, &z, th_hw_self(), memory_order_acquire,
 						     memory_order_relaxed))
 		return 0;
 	th__windup_locked(p);

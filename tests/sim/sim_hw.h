@@ -17,6 +17,9 @@ void th_sim_fence(void);
 int th_sim_kread(clockid_t id, struct timespec *ts);
 time_t th_sim_time(time_t *t);
 
+/* the running simulated thread's number (all run on one system thread), 2 on */
+uint32_t th_sim_self(void);
+#define th_hw_self() th_sim_self()
 #define th_hw_ctr_ordered() th_sim_ctr(1)
 #define th_hw_ctr_relaxed() th_sim_ctr(0)
 #define th_hw_ctr_fence() th_sim_fence()

@@ -258,6 +258,11 @@ void th_sim_step(const char *name)
 	maybe_switch(name);
 }
 
+uint32_t th_sim_self(void)
+{
+	return (uint32_t)(cur + 3); /* cur is -1 outside any thread */
+}
+
 void th_sim_fence(void)
 {
 	if (cur >= 0) {

@@ -270,6 +270,20 @@ static void live(int in_timens)
 	       exact, inside);
 }
 
+/* A child's exit: 0 passes, 77 is "not run here" (`why`), anything else fails. */
+static void child_verdict(pid_t pid, const char *name, const char *why)
+{
+	if (pid < 0)
+		return;
+	int st = 0;
+	waitpid(pid, &st, 0);
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+		printf("%s: %s\n", name, why);
+		return;
+	}
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s child status %#x", name, st);
+}
+
 static int setns_child(void)
 {
 	time_t t0 = th_time(NULL); /* attach, and a fine read sets the G3 floor */
@@ -326,15 +340,7 @@ static void setns_case(void)
 	pid_t pid = fork();
 	if (pid == 0)
 		_exit(setns_child());
-	if (pid < 0)
-		return;
-	int st = 0;
-	waitpid(pid, &st, 0);
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
-		printf("setns: no time namespaces here\n");
-		return;
-	}
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "setns child status %#x", st);
+	child_verdict(pid, "setns", "no time namespaces here");
 }
 
 static void off(void)
@@ -918,15 +924,7 @@ static void coarse_step(const char *self)
 		execl(self, self, "coarse-step", (char *)NULL);
 		_exit(77); /* no exec of this program here (an emulator without binfmt) */
 	}
-	if (pid < 0)
-		return;
-	int st = 0;
-	waitpid(pid, &st, 0);
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
-		printf("coarse step: this program cannot start itself again here: not run\n");
-		return;
-	}
-	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "coarse step child status %#x", st);
+	child_verdict(pid, "coarse step", "this program cannot start itself again here: not run");
 }
 
 static void glitch(void)

@@ -169,8 +169,9 @@ static void probe_x86(struct th_trust *t)
  * call plus its own work, so its best time cannot beat the best time of a
  * trivial system call; one that reads the counter is several times cheaper.
  * Compared in counter ticks, by minima, within one call: no absolute
- * threshold (a slow counter, such as a 24 MHz generic timer, only takes
- * more tries to show a difference). */
+ * threshold. Five tries, more (up to 20) until the vDSO's best is under half
+ * the system call's: a slow counter, such as a 24 MHz generic timer, may
+ * take them to show the difference, and a vDSO that falls back never does. */
 int th_vdso_reads_counter(void)
 {
 	th_vdso_clock_gettime_fn vdso_gettime = TH_VDSO(clock_gettime);
@@ -188,6 +189,9 @@ int th_vdso_reads_counter(void)
 			best_vdso = c1 - c0;
 		if (c2 - c1 < best_sys)
 			best_sys = c2 - c1;
+		/* a vDSO that reads the counter shows it within a few tries */
+		if (i >= 4 && 2 * best_vdso < best_sys)
+			break;
 	}
 	return best_vdso < best_sys;
 }

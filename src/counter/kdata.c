@@ -769,7 +769,19 @@ int th_kdata_check(void)
 	time_t t1 = th_ktime(NULL);
 	uint64_t sec = rs ? __atomic_load_n(rs, __ATOMIC_RELAXED) : 0;
 	time_t t2 = th_ktime(NULL);
-	if (sandwich() != 1 || !rs || sec < (uint64_t)t1 || sec > (uint64_t)t2) {
+	int sw = sandwich();
+	if (sw < 0) {
+		/* No verdict: the count was odd or changed at every try. A
+		 * time namespace's page keeps it odd for good and carries the
+		 * namespace's clock mode (far above 15); a page of a plausible
+		 * mode was only being updated at each try (this thread
+		 * preempted across updates): checked again at the next windup. */
+		const uint32_t *sq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
+		int32_t mode = (int32_t)__atomic_load_n(sq + 1, __ATOMIC_RELAXED);
+		if (mode >= 0 && mode <= 15)
+			sw = 1;
+	}
+	if (sw != 1 || !rs || sec < (uint64_t)t1 || sec > (uint64_t)t2) {
 		th_kdata_off();
 		return 0;
 	}

@@ -24,8 +24,8 @@
  * finds the count odd or changed also calls the vDSO: one try, never a spin.
  * th_kdata_check() repeats the sandwich while running (the windup calls it)
  * and turns the direct read off for good if it ever disagrees, or finds the
- * count odd four times running (a process that moved itself into a time
- * namespace: its page 0 is now the namespace's).
+ * count odd four times running with the clock mode of a time namespace (a
+ * process that moved itself into one: its page 0 is now the namespace's).
  */
 #ifndef TH_COUNTER_KDATA_H
 #define TH_COUNTER_KDATA_H

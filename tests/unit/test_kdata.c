@@ -814,7 +814,8 @@ static void coarse_rejoin(void)
  * Run in a child started with the counter off, with the kernel's page
  * replaced by a copy (the windups' check of the direct read against the vDSO
  * sees the real page):
- * - before its first windup (the records' path), and while a step of the
+ * - on the records' path (as before the first windup, or after one that
+ *   found no copy of the kernel's coarse clocks), while a step of the
  *   kernel's offset has not been followed (the windup lock held): coarse
  *   REALTIME minus coarse MONOTONIC is the kernel's offset of the copy, a
  *   second back (not the offset of the last windup: a coarse REALTIME above
@@ -845,30 +846,41 @@ static int coarse_step_child(void)
 	uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
 	cb_fseq = fs;
 	cb_fbase = fb;
-	long held = 0, stepped = 0, back = 0;
+	long held = 0, stepped = 0, back = 0, skip_copy = 0, skip_lock = 0, skip_off = 0;
 	const int64_t D = 300000;
-	for (int round = 0; round < 30 && !check_failures; round++) {
+	const long want = 10;
+	for (int round = 0; round < 400 && !check_failures && (held < want || stepped < want || back < want); round++) {
 		int64_t k0;
 		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0 ||
-		    fb[1] < (uint64_t)D || fb[-1] < (uint64_t)D)
+		    fb[1] < (uint64_t)D || fb[-1] < (uint64_t)D) {
+			skip_copy++;
 			continue; /* the kernel updated between the copies; no ns to borrow */
-		int kind = round < 10 ? 0 : round % 2 ? 1 : 2;
+		}
+		/* each kind in turn, among those still short */
+		int kind = round % 3;
+		while ((kind == 0 && held >= want) || (kind == 1 && stepped >= want) || (kind == 2 && back >= want))
+			kind = (kind + 1) % 3;
 		uint32_t z = 0;
 		if (kind == 0) {
-			/* the windup lock held: no windup follows the step (on
-			 * the records' path only: after a windup, a coarse
-			 * reading that cannot wind up is a fine one, the vDSO's,
-			 * which this copy does not change) */
-			if (atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ||
-			    !atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
-								     memory_order_relaxed))
+			/* the windup lock held: no windup follows the step. On the
+			 * records' path (kv_on 0: before the first windup, or
+			 * after one that found no copy of the kernel's coarse
+			 * clocks), set here under the lock: after a windup, a
+			 * coarse reading that cannot wind up is a fine one, the
+			 * vDSO's, which this copy does not change. */
+			if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire,
+								     memory_order_relaxed)) {
+				skip_lock++;
 				continue;
+			}
+			atomic_store_explicit(&th__P.kv_on, 0, memory_order_relaxed);
 		} else {
 			/* a later update */
 			th__windup_try();
 			if (!atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
 				struct th_kcoarse kc;
 				CHECK(th_kdata_coarse(&kc) != 1, "coarse clocks not the kernel's after a windup");
+				skip_off++;
 				continue;
 			}
 			*fs += 0x10000;
@@ -890,8 +902,10 @@ static int coarse_step_child(void)
 		cb_hook();
 		th__test_windup_hook = NULL;
 		th__test_windup_hook_after = NULL;
-		if (kind == 0)
+		if (kind == 0) {
 			atomic_store_explicit(&th__P.lock, 0, memory_order_release);
+			th__windup_try(); /* back on the kernel's coarse clocks */
+		}
 		if (kind == 2) {
 			int64_t fm = coarse_ns(CLOCK_MONOTONIC);
 			back++;
@@ -907,7 +921,11 @@ static int coarse_step_child(void)
 		struct timespec slp = {0, 300000 + 100000 * round};
 		nanosleep(&slp, NULL);
 	}
-	CHECK(held > 0 && stepped > 0 && back > 0, "rounds: %ld held, %ld stepped, %ld back", held, stepped, back);
+	CHECK(held == want && stepped == want && back == want,
+	      "rounds: %ld held, %ld stepped, %ld back; skipped: %ld copies, %ld lock taken, %ld windups without the "
+	      "kernel's coarse clocks (direct read of its page %s)",
+	      held, stepped, back, skip_copy, skip_lock, skip_off,
+	      __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) ? "on" : "off");
 	printf("coarse step: counter off, %ld rounds of a step not followed, %ld of a step in a later update, %ld of an "
 	       "update %lld ns back\n",
 	       held, stepped, back, (long long)D);

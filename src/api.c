@@ -266,7 +266,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 		 !line			     ? "none"
 		 : shared		     ? "timehandsd"
 		 : (s.flags & TH_RECF_KPV) ? "kernel-pvclock"
-		 : s.kseq		     ? "kernel"
+		 : th_snap_kline(&s)	     ? "kernel"
 					     : "timehands");
 
 	/* Writer state: take the windup lock briefly (never from a read). */
@@ -313,7 +313,7 @@ TH_API int th_status(struct th_status *out, size_t size)
 	st.resyncs = th__W.disc.resyncs;
 	if (p->passthrough)
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);
-	else if ((shared && line) || (line && s.kseq))
+	else if ((shared && line) || (line && th_snap_kline(&s)))
 		st.reason[0] = 0; /* the fastest modes */
 	else if (!p->trust.usable && !(shared && line))
 		copy_str(st.reason, sizeof st.reason, p->trust.reason);

@@ -82,8 +82,19 @@ static int exact_offsets(const struct th_snap *s, int ck)
  * whose floors are taken above the kernel's clocks at the switch. */
 static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
 {
-	return exact_offsets(s, ck) || s->kseq != 0 ||
+	return exact_offsets(s, ck) || th_snap_kline(s) ||
 	       (s->kind == TH_REC_KERNEL && !p->trust.usable && th_snap_ceiling(s, th__ck_line(ck)) == 0);
+}
+
+/* The offset of clock `sel` from record s's MONOTONIC; for a tied line
+ * (TH_RECF_TIED), which the kernel may have moved on from by a step not yet
+ * wound up, REALTIME's and TAI's with the kernel's REALTIME offset now. */
+static int64_t tied_offset(const struct th_snap *s, int sel)
+{
+	int64_t off = snap_offset(s, sel), kor;
+	if ((s->flags & TH_RECF_TIED) && (sel == TH_SEL_REAL || sel == TH_SEL_TAI) && th_hw_koff_real(&kor))
+		off += kor - s->off_real;
+	return off;
 }
 
 /* A kernel's line the kernel moved on from, while another thread holds the
@@ -117,7 +128,7 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	/* The kernel's own clock, of the very clock asked for (kernel_own: the
 	 * record's offsets may be those before a step). */
 	int exact = kernel_own(p, s, ck);
-	uint64_t off = (uint64_t)snap_offset(s, sel);
+	uint64_t off = (uint64_t)tied_offset(s, sel);
 	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(ck) : line_clock(line));
 	uint64_t k = exact ? ke - off : ke;
 	uint64_t C = th_snap_ceiling(s, line);
@@ -326,6 +337,20 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 				continue;
 			if (s.kseq && th__kseq_moved(s.kseq, c) && kv_wait(p, s.cur))
 				continue;
+			/* A tied line the kernel moved on from, while another
+			 * thread's windup goes on: the line still (the tie only
+			 * asks for a windup), with the kernel's offset now,
+			 * announced: a windup that would commit another line
+			 * (th__install_line, the kernel's own) from a sample
+			 * taken before this reading fails and samples again. */
+			if ((s.flags & TH_RECF_TIED) && d >= s.dmin && d <= s.dhi) {
+				if (!th_announce(&p->tl, s.cur))
+					continue; /* committed meanwhile: read it */
+				if (d < s.dlo)
+					d = s.dlo;
+				*ns = th_line_eval(&s, line, d) + (uint64_t)tied_offset(&s, sel);
+				return 0;
+			}
 		}
 		if (th__kernel_value(p, &s, ck, &v)) {
 			*ns = v;

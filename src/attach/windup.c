@@ -131,16 +131,16 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 	struct th_kconv k;
 	struct th_snap v;
 	int rc = th_kdata_conv(&k);
-	if (rc == -2 && prev && prev->kseq)
+	if (rc == -2 && prev && th_snap_kline(prev))
 		return 1; /* the kernel mid-update: its clock serves until the next try */
 	/* The counter after the copy: the pvclock line is anchored there. */
 	uint64_t c = th_hw_ctr_ordered();
 	int rr = rc == 0 ? th_kconv_record(&k, c, &v) : -1;
-	if (rr == -2 && prev && prev->kseq)
+	if (rr == -2 && prev && th_snap_kline(prev))
 		return 1; /* a counter behind the kernel's update: as above */
 	int conv = rr == 0;
 	if (!conv) {
-		if (!prev || !prev->kseq)
+		if (!prev || !th_snap_kline(prev))
 			return 0;
 		/* Leaving the kernel's line (its clock mode changed, a switch
 		 * of clocksource): it was the kernel's clock, so a kernel-mode
@@ -172,7 +172,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		return 1;
 	}
 	const int below_update = th_kconv_cycles(&k, c) < k.cycle_last;
-	if (prev && !prev->kseq && prev->kind == TH_REC_LINE) {
+	if (prev && !th_snap_kline(prev) && prev->kind == TH_REC_LINE) {
 		/* The discipline's line may be served up to its expiry (by a
 		 * reader that copied it and reads the counter late): left to
 		 * run out, never due before, it is followed where the kernel
@@ -181,7 +181,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		if (d >= prev->dmin && d <= prev->dhi)
 			return 2;
 	}
-	if (prev && !prev->kseq) {
+	if (prev && !th_snap_kline(prev)) {
 		/* From the discipline's records: only once the kernel has passed
 		 * everything they may have served (their ceilings), else a
 		 * kernel-mode record holds them until it has. */
@@ -234,7 +234,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 	 * previous one's, which coarse readers served (they serve an update
 	 * only after its windup, kv_seq). The coarse floor holds them until
 	 * the kernel's coarse clock is above it again. */
-	if (prev && prev->kseq && v.coarse < prev->coarse)
+	if (prev && th_snap_kline(prev) && v.coarse < prev->coarse)
 		th__raise_coarse_floor(p, prev->coarse);
 	TH_STEP("kv_commit");
 	if (v.flags & TH_RECF_KPV) {
@@ -307,7 +307,81 @@ static void kown_coarse(struct th_proc *p, int own, int kr, const struct th_kcoa
 }
 #endif
 
+#ifndef TH_SIM
+/*
+ * The discipline's lines are tied to the kernel's update count where this
+ * process reads the kernel's data page (TH_RECF_TIED, th_rec_tie): the count
+ * read before the sample, so that an update during the windup leaves the
+ * record already moved on from (another windup, never a missed update).
+ */
+static uint64_t tie_for_lines(void)
+{
+	int64_t off;
+	uint32_t seq;
+	return th_kdata_real_offset_seq(&off, &seq) ? (uint64_t)seq | (1ull << 32) : 0;
+}
+
+/*
+ * A tied line (TH_RECF_TIED) the kernel has moved on from, which it was not
+ * yet due to leave: the same line on, tied to the update read here, with
+ * REALTIME's offset of that update (a step: the page's, exactly, in a new
+ * epoch). Nothing is sampled: a kernel update that changed no offset (its
+ * tick, a rate change, an adjtimex call that set nothing) is left to the
+ * discipline's next due windup, which measures the line against the kernel
+ * as ever. A reader that served the line past the update while this windup
+ * went on announced itself (th__fine_slow): the commit then fails and is
+ * made again, the same line. 1 when this windup is over.
+ */
+static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x)
+{
+	int64_t off;
+	uint32_t seq;
+	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || !th_kdata_real_offset_seq(&off, &seq) ||
+	    (uint32_t)s->kseq == seq || th_disc_offsets_wide(&th__W.disc))
+		return 0;
+	th_rec_tie = (uint64_t)seq | (1ull << 32);
+	for (int t = 0; t < 6; t++) {
+		/* the same line again: no ordering needed for the values */
+		if (t)
+			x = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
+		int64_t d = (int64_t)(th_hw_ctr_ordered() - s->anchor);
+		if (d < 0 || d >= s->ddue)
+			return 0;
+		struct th_snap v;
+		th_snap_to_val(s, &v);
+		if (off != s->off_real) {
+			TH_STEP("step");
+			if (th_disc_step_to(&th__W.disc, off))
+				/* the seconds floor of the old epoch forgotten
+				 * before the record of the new one is visible (the
+				 * commit is a release) */
+				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+			v.off_real = th__W.disc.off_real;
+			v.off_tai = th__W.disc.off_tai;
+			v.epoch = th__W.disc.epoch;
+		}
+		TH_STEP("retie");
+		if (th_commit(&p->tl, x, &v) == 0)
+			return 1;
+	}
+	return 1; /* announced at every try: the next read winds up again */
+}
+#endif
+
+static void local_windup(struct th_proc *p, int joining);
+
 void th__local_windup(struct th_proc *p, int joining)
+{
+#ifndef TH_SIM
+	th_rec_tie = tie_for_lines();
+#endif
+	local_windup(p, joining);
+#ifndef TH_SIM
+	th_rec_tie = 0;
+#endif
+}
+
+static void local_windup(struct th_proc *p, int joining)
 {
 	struct th_snap s;
 	unsigned retries = 0;
@@ -325,6 +399,8 @@ void th__local_windup(struct th_proc *p, int joining)
 			return;
 		joining = kv == 2; /* the discipline's line runs out first */
 	}
+	if (have && retie(p, &s, x))
+		return;
 #endif
 
 	uint64_t now = (uint64_t)th__W.disc.line[TH_MONO].last_k;
@@ -418,6 +494,21 @@ void th__local_windup(struct th_proc *p, int joining)
 			}
 			if (th_commit(&p->tl, x, &v) == 0)
 				return;
+#ifndef TH_SIM
+			/* Announcements while the counter has not passed the
+			 * line's expiry come from readers of a tied line the
+			 * kernel moved on from meanwhile, which served the line
+			 * (th__fine_slow): v continues it unchanged below its
+			 * anchor, so it is committed again (acquire: the counter
+			 * is read after the word). */
+			for (int t = 0; t < 5 && (s.flags & TH_RECF_TIED); t++) {
+				x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+				if ((int64_t)(th_hw_ctr_ordered() - s.anchor) > s.dhi)
+					break;
+				if (th_commit(&p->tl, x, &v) == 0)
+					return;
+			}
+#endif
 			/* An announcement: the record expired while we worked. */
 		}
 	}

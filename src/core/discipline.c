@@ -279,6 +279,17 @@ int th_disc_observe_offsets(struct th_disc *d, const struct th_sample *s)
 	return flags;
 }
 
+int th_disc_step_to(struct th_disc *d, int64_t off_real)
+{
+	if (d->have_offsets && off_real == d->off_real)
+		return 0;
+	d->off_tai += off_real - d->off_real;
+	d->off_real = off_real;
+	d->off_real_hw = 0;
+	d->epoch++;
+	return 1;
+}
+
 void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s)
 {
 	d->off_real = s->off_real;

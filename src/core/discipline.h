@@ -125,6 +125,11 @@ void th_disc_hold_offsets(struct th_disc *d, const struct th_snap *s);
  * (a new epoch) and no offset moves without one. Nothing if `s` is empty. */
 void th_disc_continue(struct th_disc *d, const struct th_snap *s);
 
+/* REALTIME's offset read exactly (the kernel's data page) at an update of the
+ * kernel's that changed it (a step): held with no uncertainty, TAI's moved
+ * with it, a new epoch. 1 when it differs from the held one. */
+int th_disc_step_to(struct th_disc *d, int64_t off_real);
+
 /* 1 when the rate of both lines is known well enough to publish a line. */
 int th_disc_ready(const struct th_disc *d);
 

@@ -1,6 +1,8 @@
 /* Writer side of the publication protocol; see record.h. */
 #include "record.h"
 
+uint64_t th_rec_tie;
+
 void th_snap_to_val(const struct th_snap *s, struct th_snap *v)
 {
 	*v = *s;
@@ -62,8 +64,13 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_snap *v
 		atomic_store_explicit(&r->bound[l], v->bound[l], memory_order_relaxed);
 	}
 	atomic_store_explicit(&r->due_ns, v->due_ns, memory_order_relaxed);
-	atomic_store_explicit(&r->flags, v->flags, memory_order_relaxed);
-	atomic_store_explicit(&r->kseq, v->kseq, memory_order_relaxed);
+	/* A kernel's line keeps its own kseq; any other line (also a copy of
+	 * an earlier tied one) is tied to th_rec_tie's update, if any. */
+	int own = v->kseq == 0 || (v->flags & TH_RECF_TIED);
+	int tie = own && th_rec_tie != 0 && v->kind == TH_REC_LINE;
+	atomic_store_explicit(&r->flags, (v->flags & ~(uint64_t)TH_RECF_TIED) | (tie ? TH_RECF_TIED : 0),
+			      memory_order_relaxed);
+	atomic_store_explicit(&r->kseq, tie ? th_rec_tie : own ? 0 : v->kseq, memory_order_relaxed);
 	/* The anchor of each clock as (sec, nsec); the fractional ns are
 	 * shared by all clocks of a line. */
 	int64_t mono = (int64_t)v->ns[TH_MONO];

@@ -74,8 +74,21 @@ enum {
 	/* A line a little below the kernel's pvclock reading (th_kconv_record):
 	 * a reader that serves the kernel's own clock after it announces
 	 * itself, so that the next such line starts above what it served. */
-	TH_RECF_KPV = 4
+	TH_RECF_KPV = 4,
+	/* A line of the process's own discipline tied to the kernel's update
+	 * count (kseq; th_rec_tie): served only while that update is the
+	 * kernel's latest, so that a step of the kernel's REALTIME offset, and
+	 * any other change the kernel publishes, sends readers to a windup at
+	 * once. Unlike a kernel's line (kseq without this flag) its readings
+	 * are the line's, not the kernel's. */
+	TH_RECF_TIED = 8
 };
+
+/* The kernel update count (| 2^32) that write_record ties the lines it
+ * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by a
+ * process's windup under its lock (never by a daemon, nor in the
+ * simulation, which has no kernel data page). */
+extern uint64_t th_rec_tie;
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
 
@@ -273,6 +286,13 @@ _Static_assert(sizeof(struct th_timeline) == sizeof(struct th_abi_timeline) && T
 	       "timeline layout of <timehands/abi.h>");
 
 /* ------------------------------------------------------------------ math */
+
+/* A kernel's line: the kernel's own conversion at one of its updates (a
+ * kseq without TH_RECF_TIED), whose readings are the kernel's clock. */
+static inline int th_snap_kline(const struct th_snap *s)
+{
+	return s->kseq != 0 && !(s->flags & TH_RECF_TIED);
+}
 
 /* F on line l of a snapshot at counter delta d (already inside the window). */
 static inline uint64_t th_line_eval(const struct th_snap *s, int l, int64_t d)

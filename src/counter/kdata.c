@@ -232,10 +232,17 @@ int th_kdata_coarse_check(uint64_t *ns)
 
 int th_kdata_real_offset(int64_t *off)
 {
+	uint32_t seq;
+	return th_kdata_real_offset_seq(off, &seq);
+}
+
+int th_kdata_real_offset_seq(int64_t *off, uint32_t *seq)
+{
 	struct coarse_copy c;
 	if (!coarse_copy(&c, 4))
 		return 0;
 	*off = (int64_t)(c.real - c.mono);
+	*seq = c.seq;
 	return 1;
 }
 

@@ -932,17 +932,125 @@ static int coarse_step_child(void)
 	return check_done("coarse step") ? 1 : 0;
 }
 
-static void coarse_step(const char *self)
+/* Runs this program again as `self arg` with TIMEHANDS_PAGE=none and one
+ * more variable set (`var`=`val`), and checks its verdict. */
+static void run_child(const char *self, const char *arg, const char *var, const char *val, const char *name)
 {
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
-		setenv("TIMEHANDS_COUNTER", "off", 1);
+		setenv(var, val, 1);
 		setenv("TIMEHANDS_PAGE", "none", 1);
-		execl(self, self, "coarse-step", (char *)NULL);
+		execl(self, self, arg, (char *)NULL);
 		_exit(77); /* no exec of this program here (an emulator without binfmt) */
 	}
-	child_verdict(pid, "coarse step", "this program cannot start itself again here: not run");
+	child_verdict(pid, name, "this program cannot start itself again here: not run");
+}
+
+static void coarse_step(const char *self)
+{
+	run_child(self, "coarse-step", "TIMEHANDS_COUNTER", "off", "coarse step");
+}
+
+static int64_t fine_ns(clockid_t id)
+{
+	struct timespec t;
+	th_clock_gettime(id, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/*
+ * A process on timehands' own line (TIMEHANDS_LINE=own) that reads the
+ * kernel's page directly ties its lines to the kernel's update count
+ * (TH_RECF_TIED). Run in a child with the kernel's page replaced by a copy
+ * whose count moved on (the windups' check of the direct read against the
+ * vDSO sees the real page), alternately:
+ * - a step: the copy's REALTIME offset a second back. The very next fine
+ *   REALTIME reading is MONOTONIC plus the copy's offset (between the
+ *   MONOTONIC readings around it), and the record after it is tied to the
+ *   copy's update;
+ * - a tick: only the count moved. The next reading keeps the offset, the
+ *   record is tied to the copy's update;
+ * then the kernel's own page again: its offset at once. Nothing of this
+ * depends on the kernel changing anything.
+ */
+static int tied_step_child(void)
+{
+	th_clock_gettime(CLOCK_REALTIME, &(struct timespec){0}); /* attach */
+	if (!th__P.trust.usable || __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("tied step: the counter not in use, or no direct read of the kernel's page: not run\n");
+		return 0;
+	}
+	struct th_snap s;
+	unsigned r = 0;
+	int tied = 0, line = 0;
+	for (int i = 0; i < 3000 && !tied; i++) {
+		fine_ns(CLOCK_REALTIME);
+		int got = th_snapshot(&th__P.tl, &s, &r) == 0 && s.kind == TH_REC_LINE;
+		line |= got;
+		tied = got && (s.flags & TH_RECF_TIED);
+		if (!tied)
+			nanosleep(&(struct timespec){0, 1000000}, NULL);
+	}
+	CHECK(tied || !line, "timehands' own line is not tied to the kernel's updates");
+	if (!tied) {
+		/* calibrating for good: kernel reads too slow to start a line
+		 * (a sanitizer's runtime, a loaded machine) */
+		printf("tied step: no line of timehands' own within 3 s here: not run\n");
+		return check_done("tied step") ? 1 : 0;
+	}
+	cb_seq = th_kdata.seq;
+	cb_base = th_kdata.mono_coarse;
+	const unsigned char *page = (const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095);
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - page));
+	uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
+	cb_fseq = fs;
+	cb_fbase = fb;
+	long steps = 0, ticks = 0;
+	for (int round = 0; round < 200 && !check_failures && (steps < 10 || ticks < 10); round++) {
+		int64_t k0;
+		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0)
+			continue; /* the kernel updated between the copies */
+		int step = round % 2;
+		if (step)
+			fb[-2] -= 1; /* REALTIME_COARSE seconds: the offset a second back */
+		*fs += 0x10000;
+		int64_t kf = koff_of(fb);
+		th__test_windup_hook = cb_hook;
+		th__test_windup_hook_after = cb_fake;
+		int64_t m0 = fine_ns(CLOCK_MONOTONIC);
+		cb_fake();
+		int64_t r1 = fine_ns(CLOCK_REALTIME), m1 = fine_ns(CLOCK_MONOTONIC);
+		int have = th_snapshot(&th__P.tl, &s, &r) == 0;
+		cb_hook();
+		th__test_windup_hook = NULL;
+		th__test_windup_hook_after = NULL;
+		int64_t m2 = fine_ns(CLOCK_MONOTONIC), r3 = fine_ns(CLOCK_REALTIME), m3 = fine_ns(CLOCK_MONOTONIC);
+		int64_t k3;
+		if (!have || s.kind != TH_REC_LINE)
+			continue; /* a windup due meanwhile left the line: not this test's case */
+		steps += step;
+		ticks += !step;
+		CHECK(r1 - kf >= m0 && r1 - kf <= m1,
+		      "tied line, %s in the kernel's page: REALTIME minus its offset %lld ns outside the MONOTONIC "
+		      "readings around it",
+		      step ? "a step" : "a tick", (long long)(r1 - kf < m0 ? r1 - kf - m0 : r1 - kf - m1));
+		CHECK((s.flags & TH_RECF_TIED) && (uint32_t)s.kseq == *fs,
+		      "tied line, %s: the record after it is not tied to the page's update (flags %#llx, count %u, "
+		      "page's %u)",
+		      step ? "a step" : "a tick", (unsigned long long)s.flags, (unsigned)s.kseq, *fs);
+		if (th_kdata_real_offset(&k3))
+			CHECK(r3 - k3 >= m2 && r3 - k3 <= m3,
+			      "tied line, the kernel's page back: REALTIME minus its offset %lld ns outside", 
+			      (long long)(r3 - k3 < m2 ? r3 - k3 - m2 : r3 - k3 - m3));
+		nanosleep(&(struct timespec){0, 300000 + 50000 * (round % 10)}, NULL);
+	}
+	CHECK(steps >= 10 && ticks >= 10, "tied line: %ld rounds of a step, %ld of a tick", steps, ticks);
+	printf("tied step: timehands' own line, %ld rounds of a step of the page's REALTIME offset followed at once, "
+	       "%ld of an update without one\n",
+	       steps, ticks);
+	return check_done("tied step") ? 1 : 0;
 }
 
 static void glitch(void)
@@ -1019,6 +1127,8 @@ int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "coarse-step") == 0)
 		return coarse_step_child();
+	if (argc > 1 && strcmp(argv[1], "tied-step") == 0)
+		return tied_step_child();
 	record();
 	pvrecord();
 	exact();
@@ -1029,6 +1139,7 @@ int main(int argc, char **argv)
 	coarse_back();
 	coarse_rejoin();
 	coarse_step("/proc/self/exe");
+	run_child("/proc/self/exe", "tied-step", "TIMEHANDS_LINE", "own", "tied step");
 	setns_case();
 	off();
 	return check_done("kdata");

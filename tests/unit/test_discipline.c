@@ -137,5 +137,28 @@ int main(void)
 	      (unsigned long long)(d.resyncs - resyncs));
 	CHECK(d.line[TH_MONO].rate > 0.3999 && d.line[TH_MONO].rate < 0.4001, "rate %g ns per count",
 	      d.line[TH_MONO].rate);
+
+	/* 5. A step read exactly from the kernel's page (a retie, windup.c):
+	 * a new epoch, the offset held with no uncertainty, TAI's moved with
+	 * it; the same offset again is no step, and the next sample, whose
+	 * bracket holds it, finds none either. */
+	setup();
+	const int64_t off0 = d.off_real, tai0 = d.off_tai;
+	const uint16_t ep0 = d.epoch;
+	CHECK(th_disc_step_to(&d, off0) == 0 && d.epoch == ep0, "the held offset again is a step");
+	CHECK(th_disc_step_to(&d, off0 - 100 * MS) == 1, "a step of -100 ms not taken");
+	CHECK(d.epoch == (uint16_t)(ep0 + 1) && d.off_real == off0 - 100 * MS && d.off_real_hw == 0 &&
+		      d.off_tai == tai0 - 100 * MS,
+	      "after a step: epoch %u (was %u), offset %lld ns moved, TAI's %lld, half width %lld", d.epoch, ep0,
+	      (long long)(d.off_real - off0), (long long)(d.off_tai - tai0), (long long)d.off_real_hw);
+	CHECK(th_disc_step_to(&d, off0 - 100 * MS) == 0, "the stepped offset again is a step");
+	struct th_sample o;
+	memset(&o, 0, sizeof o);
+	o.off_real = off0 - 100 * MS + 10;
+	o.off_real_hw = 20;
+	f = th_disc_observe_offsets(&d, &o);
+	CHECK(!(f & TH_OBS_STEP) && d.epoch == (uint16_t)(ep0 + 1) && d.off_real == off0 - 100 * MS,
+	      "a sample after the step moved the exact offset (flags %d, %lld ns)", f,
+	      (long long)(d.off_real - (off0 - 100 * MS)));
 	return check_done("test_discipline");
 }

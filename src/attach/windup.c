@@ -309,37 +309,21 @@ static void kown_coarse(struct th_proc *p, int own, int kr, const struct th_kcoa
 
 #ifndef TH_SIM
 /*
- * The discipline's lines are tied to the kernel's update count where this
- * process reads the kernel's data page (TH_RECF_TIED, th_rec_tie): the count
- * read before the sample, so that an update during the windup leaves the
- * record already moved on from (another windup, never a missed update).
- */
-static uint64_t tie_for_lines(void)
-{
-	int64_t off;
-	uint32_t seq;
-	return th_kdata_real_offset_seq(&off, &seq) ? (uint64_t)seq | (1ull << 32) : 0;
-}
-
-/*
  * A tied line (TH_RECF_TIED) the kernel has moved on from, which it was not
- * yet due to leave: the same line on, tied to the update read here, with
- * REALTIME's offset of that update (a step: the page's, exactly, in a new
- * epoch). Nothing is sampled: a kernel update that changed no offset (its
+ * yet due to leave: the same line on, tied to the kernel's latest update
+ * (count `seq`, read by the caller), with that update's REALTIME offset `off`
+ * (a step: the page's, exactly, in a new epoch). Nothing is sampled: a kernel update that changed no offset (its
  * tick, a rate change, an adjtimex call that set nothing) is left to the
  * discipline's next due windup, which measures the line against the kernel
  * as ever. A reader that served the line past the update while this windup
  * went on announced itself (th__fine_slow): the commit then fails and is
  * made again, the same line. 1 when this windup is over.
  */
-static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x)
+static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t off, uint32_t seq)
 {
-	int64_t off;
-	uint32_t seq;
-	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || !th_kdata_real_offset_seq(&off, &seq) ||
-	    (uint32_t)s->kseq == seq || th_disc_offsets_wide(&th__W.disc))
+	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || (uint32_t)s->kseq == seq ||
+	    th_disc_offsets_wide(&th__W.disc))
 		return 0;
-	th_rec_tie = (uint64_t)seq | (1ull << 32);
 	for (int t = 0; t < 6; t++) {
 		/* the same line again: no ordering needed for the values */
 		if (t)
@@ -372,13 +356,8 @@ static void local_windup(struct th_proc *p, int joining);
 
 void th__local_windup(struct th_proc *p, int joining)
 {
-#ifndef TH_SIM
-	th_rec_tie = tie_for_lines();
-#endif
 	local_windup(p, joining);
-#ifndef TH_SIM
-	th_rec_tie = 0;
-#endif
+	th_rec_tie = 0; /* set by local_windup for its own commits only */
 }
 
 static void local_windup(struct th_proc *p, int joining)
@@ -399,7 +378,16 @@ static void local_windup(struct th_proc *p, int joining)
 			return;
 		joining = kv == 2; /* the discipline's line runs out first */
 	}
-	if (have && retie(p, &s, x))
+	/* The discipline's lines are tied to the kernel's update count where
+	 * this process reads the kernel's data page (TH_RECF_TIED,
+	 * th_rec_tie): the count read before the sample, so that an update
+	 * during the windup leaves the record already moved on from (another
+	 * windup, never a missed update). */
+	int64_t koff;
+	uint32_t kcount;
+	int kpage = th_kdata_real_offset_seq(&koff, &kcount);
+	th_rec_tie = kpage ? (uint64_t)kcount | (1ull << 32) : 0;
+	if (have && kpage && retie(p, &s, x, koff, kcount))
 		return;
 #endif
 

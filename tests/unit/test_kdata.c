@@ -825,6 +825,28 @@ static void coarse_rejoin(void)
  *   update before's (Linux before 6.15, after a rate change) does not take
  *   the coarse clocks back (G2).
  */
+/* The kernel's page where the direct read finds it, and a copy to read in
+ * its place (cb_fake): the copy's count and coarse bases, for the hooks. */
+struct fake_page {
+	const unsigned char *page;
+	unsigned char *fake;
+	uint32_t *fs;
+	uint64_t *fb;
+};
+
+static struct fake_page fake_page(void)
+{
+	static unsigned char fake[4096] __attribute__((aligned(64)));
+	cb_seq = th_kdata.seq;
+	cb_base = th_kdata.mono_coarse;
+	struct fake_page f = {(const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095), fake, NULL, NULL};
+	f.fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - f.page));
+	f.fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - f.page));
+	cb_fseq = f.fs;
+	cb_fbase = f.fb;
+	return f;
+}
+
 static int64_t koff_of(const uint64_t *fb)
 {
 	return (int64_t)(fb[-2] * 1000000000u + fb[-1]) - (int64_t)(fb[0] * 1000000000u + fb[1]);
@@ -838,14 +860,11 @@ static int coarse_step_child(void)
 		printf("coarse step: the counter in use, or no direct read of the kernel's page: not run\n");
 		return 0;
 	}
-	cb_seq = th_kdata.seq;
-	cb_base = th_kdata.mono_coarse;
-	const unsigned char *page = (const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095);
-	static unsigned char fake[4096] __attribute__((aligned(64)));
-	uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - page));
-	uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
-	cb_fseq = fs;
-	cb_fbase = fb;
+	struct fake_page f = fake_page();
+	const unsigned char *page = f.page;
+	unsigned char *fake = f.fake;
+	uint32_t *fs = f.fs;
+	uint64_t *fb = f.fb;
 	long held = 0, stepped = 0, back = 0, skip_copy = 0, skip_lock = 0, skip_off = 0;
 	const int64_t D = 300000;
 	const long want = 10;
@@ -999,14 +1018,11 @@ static int tied_step_child(void)
 		printf("tied step: no line of timehands' own within 3 s here: not run\n");
 		return check_done("tied step") ? 1 : 0;
 	}
-	cb_seq = th_kdata.seq;
-	cb_base = th_kdata.mono_coarse;
-	const unsigned char *page = (const unsigned char *)((uintptr_t)cb_seq & ~(uintptr_t)4095);
-	static unsigned char fake[4096] __attribute__((aligned(64)));
-	uint32_t *fs = (uint32_t *)(void *)(fake + ((const unsigned char *)cb_seq - page));
-	uint64_t *fb = (uint64_t *)(void *)(fake + ((const unsigned char *)cb_base - page));
-	cb_fseq = fs;
-	cb_fbase = fb;
+	struct fake_page f = fake_page();
+	const unsigned char *page = f.page;
+	unsigned char *fake = f.fake;
+	uint32_t *fs = f.fs;
+	uint64_t *fb = f.fb;
 	long steps = 0, ticks = 0;
 	for (int round = 0; round < 200 && !check_failures && (steps < 10 || ticks < 10); round++) {
 		int64_t k0;

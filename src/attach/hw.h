@@ -36,6 +36,9 @@
 #define th_hw_kcoarse_check(ns) th_kdata_coarse_check(ns)
 /* REALTIME - MONOTONIC exactly from the kernel's data page: 1 and *off, or 0 */
 #define th_hw_koff_real(off) th_kdata_real_offset(off)
+/* The same with the count of the kernel's update it is from: 1; 0 where the
+ * page is not read; -1 where it is but no consistent copy was had now */
+#define th_hw_kpage_real(off, seq) th_kdata_real_offset_seq((off), (seq))
 /* Where the address of the kernel's data page count is kept, against which
  * a record tied to a kernel update is checked (kdata.h; a private odd word
  * while there is none); th_abi_eval loads it where it needs it. */

@@ -100,6 +100,9 @@ void th__leave_shared(struct th_proc *p, uint64_t now, int dead);
 int th__try_shared(struct th_proc *p, int timeout_ms);
 
 /* slow.c: values the slow paths compute, and the coarse floor */
+/* A kernel-served value of record s (phi, or the kernel's own): 1, or 0
+ * when the record changed meanwhile or the kernel's offset could not be read
+ * (read again). */
 int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_t *v);
 uint64_t th__above_floor(struct th_proc *p, uint64_t v, int ck, uint16_t epoch);
 void th__raise_coarse_floor(struct th_proc *p, uint64_t v);

@@ -572,6 +572,16 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct t
 	if (TH_UNLIKELY(atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
 			atomic_load_explicit(&b->coarse, memory_order_relaxed)))
 		goto slow;
+	/* REALTIME of a local record tied to a kernel update (TH_RECF_TIED)
+	 * the kernel has moved on from: its offset may be from before a step
+	 * (the slow path winds up, or serves the kernel's offset of now). The
+	 * record's count is read between the block's two loads of its count,
+	 * so a slot rewritten since `cur` named it makes the copy fail. */
+	if (!shared && ck == TH_CK_REAL &&
+	    TH_UNLIKELY(th__kseq_moved(atomic_load_explicit(&tl->ring[TH_CUR_SLOT(cur) % TH_RING].kseq,
+							    memory_order_relaxed),
+				       0)))
+		goto slow;
 	int64_t sec = atomic_load_explicit(&b->sec[ck], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ck], memory_order_relaxed);

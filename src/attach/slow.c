@@ -86,15 +86,22 @@ static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
 	       (s->kind == TH_REC_KERNEL && !p->trust.usable && th_snap_ceiling(s, th__ck_line(ck)) == 0);
 }
 
-/* The offset of clock `sel` from record s's MONOTONIC; for a tied line
- * (TH_RECF_TIED), which the kernel may have moved on from by a step not yet
- * wound up, REALTIME's and TAI's with the kernel's REALTIME offset now. */
-static int64_t tied_offset(const struct th_snap *s, int sel)
+/* The offset of clock `sel` from record s's MONOTONIC into *off; for a tied
+ * record (TH_RECF_TIED), which the kernel may have moved on from by a step
+ * not yet wound up, REALTIME's and TAI's with the kernel's REALTIME offset
+ * now. 0 when that offset cannot be read now (the kernel updating at every
+ * try): the caller reads again rather than serve an offset from before a
+ * step. */
+static int tied_offset(const struct th_snap *s, int sel, int64_t *off)
 {
-	int64_t off = snap_offset(s, sel), kor;
-	if ((s->flags & TH_RECF_TIED) && (sel == TH_SEL_REAL || sel == TH_SEL_TAI) && th_hw_koff_real(&kor))
-		off += kor - s->off_real;
-	return off;
+	int64_t kor;
+	*off = snap_offset(s, sel);
+	if (!(s->flags & TH_RECF_TIED) || (sel != TH_SEL_REAL && sel != TH_SEL_TAI))
+		return 1;
+	if (!th_hw_koff_real(&kor))
+		return 0;
+	*off += kor - s->off_real;
+	return 1;
 }
 
 /* A kernel's line the kernel moved on from, while another thread holds the
@@ -128,7 +135,10 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	/* The kernel's own clock, of the very clock asked for (kernel_own: the
 	 * record's offsets may be those before a step). */
 	int exact = kernel_own(p, s, ck);
-	uint64_t off = (uint64_t)tied_offset(s, sel);
+	int64_t toff;
+	if (!tied_offset(s, sel, &toff))
+		return 0; /* read again */
+	uint64_t off = (uint64_t)toff;
 	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(ck) : line_clock(line));
 	uint64_t k = exact ? ke - off : ke;
 	uint64_t C = th_snap_ceiling(s, line);
@@ -277,6 +287,8 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 		th__attach();
 		ready = th__ready();
 	}
+	int rounds = 0;
+again:;
 	struct th_snap s = {0};
 	int have = 0;
 	/* Four passes, then more only while records keep changing (each pass
@@ -343,12 +355,15 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 			 * announced: a windup that would commit another line
 			 * (th__install_line, the kernel's own) from a sample
 			 * taken before this reading fails and samples again. */
+			int64_t toff;
 			if ((s.flags & TH_RECF_TIED) && d >= s.dmin && d <= s.dhi) {
+				if (!tied_offset(&s, sel, &toff))
+					continue; /* the kernel's offset: read again */
 				if (!th_announce(&p->tl, s.cur))
 					continue; /* committed meanwhile: read it */
 				if (d < s.dlo)
 					d = s.dlo;
-				*ns = th_line_eval(&s, line, d) + (uint64_t)tied_offset(&s, sel);
+				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
 				return 0;
 			}
 		}
@@ -372,10 +387,27 @@ int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch)
 	/* Else phi of the last local record, the current one (never below
 	 * anything returned before it); the kernel's own clock after the
 	 * kernel's line. */
-	if (kernel_own(p, &s, ck))
+	int64_t toff;
+	if (kernel_own(p, &s, ck) || !tied_offset(&s, sel, &toff))
 		return kernel_exact(ck, ns);
+	if (s.kind == TH_REC_LINE && (s.flags & TH_RECF_TIED)) {
+		/* A tied line is still the line inside its window (the tie
+		 * only asks for a windup): its value, announced as above. */
+		uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+		int64_t d = (int64_t)(c - s.anchor);
+		if (d >= s.dmin && d <= s.dhi) {
+			if (th_announce(&p->tl, s.cur)) {
+				if (d < s.dlo)
+					d = s.dlo;
+				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
+				return 0;
+			}
+			if (++rounds < 8)
+				goto again; /* committed meanwhile: read it */
+		}
+	}
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
-	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)snap_offset(&s, sel);
+	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)toff;
 	return 0;
 }
 
@@ -422,10 +454,12 @@ static void coarse_floors_passed(struct th_proc *p, uint64_t lc)
 	atomic_store_explicit(&p->lock, 0, memory_order_release);
 }
 
-/* Returns 1 when *ns is the kernel's own REALTIME, read now (a record whose
- * offsets may not be served): no G3 floor applies to it (th__coarse_real_slow),
- * the kernel's REALTIME going back only where the kernel stepped it, which
- * the floor's epoch may not show yet. 0 otherwise. */
+/* Returns 1 when *ns is a REALTIME reading that needs no G3 floor
+ * (th__coarse_real_slow): a fine reading taken now (the kernel's own where
+ * the record's offsets may not be served), or the kernel's offset of now
+ * that a kernel-mode record has not followed yet. The kernel's REALTIME goes
+ * back only where the kernel stepped it, which the floor's epoch may not
+ * show yet. 0 otherwise. */
 int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 {
 	const int sel = th__ck_sel(ck);
@@ -517,18 +551,41 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			 * record's windup (a step; the record's is the kernel's
 			 * exact one, th__take_sample) is the kernel's now: the
 			 * reading is the kernel's, no G3 floor of the old epoch
-			 * applies, and a windup follows the step. */
+			 * applies, and a windup follows the step. A tied record
+			 * (its fine readings serve the kernel's offset of now)
+			 * winds up, else takes a fine reading, below: one of the
+			 * step's offset, at or above every second served with it
+			 * (G3). */
 			int64_t koff;
-			if (sel == TH_SEL_REAL && kernel_own(p, &s, ck) && th_hw_koff_real(&koff) &&
-			    koff != s.off_real) {
-				th__windup_try();
-				*ns = v + (uint64_t)koff;
-				return 1;
+			int own = kernel_own(p, &s, ck);
+			int tied = sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) && !own;
+			if (sel == TH_SEL_REAL && (own || tied)) {
+				if (!th_hw_koff_real(&koff)) {
+					if (tied)
+						continue; /* the kernel's offset: read again */
+				} else if (koff != s.off_real) {
+					if (th__windup_try() && tied)
+						continue;
+					if (tied)
+						break;
+					*ns = v + (uint64_t)koff;
+					return 1;
+				}
 			}
 			if (k >= s.due_ns)
 				th__windup_try();
 			*ns = v + (uint64_t)snap_offset(&s, sel);
 			return 0;
+		}
+		/* A tied line the kernel moved on from (th__coarse_blk): its
+		 * REALTIME offset may be from before a step. A windup first (a
+		 * retie), or the one another thread is making; else a fine
+		 * reading, below, with the kernel's offset of now
+		 * (th__fine_slow). */
+		if (sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) && th__kseq_moved(s.kseq, 0)) {
+			if (th__windup_try() || kv_wait(p, s.cur))
+				continue;
+			break;
 		}
 		if (kc_ok && kc - s.tick < tick_ns / 2) {
 			uint64_t v = s.coarse > cf ? s.coarse : cf;
@@ -554,7 +611,11 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 	if (have_kcoarse)
 		th__raise_coarse_floor(p, m);
 	*ns = sel == TH_SEL_REAL ? r : m;
-	return exact;
+	/* A fine reading is at or above the G3 floor of its own epoch (G2),
+	 * and a reading in an epoch the records have not reached yet (a step
+	 * a tied record's reader served) belongs to no floor: none is
+	 * applied to it. */
+	return sel == TH_SEL_REAL;
 }
 
 struct th_tv th__fine_slow_v(int ck, int ordered)

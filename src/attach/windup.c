@@ -307,7 +307,30 @@ static void kown_coarse(struct th_proc *p, int own, int kr, const struct th_kcoa
 }
 #endif
 
-#ifndef TH_SIM
+/*
+ * A commit of v, a continuation of the line the word `x` named, that failed
+ * on announcements of readers serving that line (th__fine_slow: it is tied
+ * and the kernel moved on): made again, the compare-and-swap alone
+ * (th_recommit), while the counter has not reached `dend` from `anchor`.
+ * Each failure needs another announcement between the load of the word and
+ * the swap; a bounded number of tries (the writer never waits long for
+ * readers either), then the next read winds up again. 1 once committed.
+ */
+static int recommit(struct th_proc *p, uint64_t x, const struct th_snap *v, uint64_t anchor, int64_t dend)
+{
+	for (int t = 0; t < 64; t++) {
+		/* Acquire: the counter below is read after the word; a reader
+		 * that announced after reading the counter past `dend` is
+		 * seen by the stop. */
+		uint64_t w = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+		if (TH_CUR_ID(w) != TH_CUR_ID(x) || (int64_t)(th_hw_ctr_ordered() - anchor) > dend)
+			return 0;
+		if (th_recommit(&p->tl, w, v) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /*
  * A tied line (TH_RECF_TIED) the kernel has moved on from, which it was not
  * yet due to leave: the same line on, tied to the kernel's latest update
@@ -324,13 +347,13 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || (uint32_t)s->kseq == seq ||
 	    th_disc_offsets_wide(&th__W.disc))
 		return 0;
-	for (int t = 0; t < 6; t++) {
-		/* the same line again: no ordering needed for the values */
+	for (int t = 0; t < 16; t++) {
 		if (t)
 			x = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
 		int64_t d = (int64_t)(th_hw_ctr_ordered() - s->anchor);
 		if (d < 0 || d >= s->ddue)
 			return 0;
+		/* the same line again: no ordering needed for the values */
 		struct th_snap v;
 		th_snap_to_val(s, &v);
 		if (off != s->off_real) {
@@ -343,6 +366,16 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 			v.off_real = th__W.disc.off_real;
 			v.off_tai = th__W.disc.off_tai;
 			v.epoch = th__W.disc.epoch;
+			/* Coarse values from the line now: readers of the
+			 * moved line served the step before this commit (with
+			 * G3 floors of the old epoch, forgotten above) at
+			 * counters before this one, so REALTIME_COARSE of the
+			 * new epoch starts at or above every second they
+			 * returned (G3), and below every later fine reading
+			 * (G4). */
+			uint64_t lc = th_line_eval(s, TH_MONO, d < s->dlo ? s->dlo : d);
+			if (lc > v.coarse)
+				v.coarse = lc;
 		}
 		TH_STEP("retie");
 		if (th_commit(&p->tl, x, &v) == 0)
@@ -350,7 +383,6 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 	}
 	return 1; /* announced at every try: the next read winds up again */
 }
-#endif
 
 static void local_windup(struct th_proc *p, int joining);
 
@@ -378,18 +410,26 @@ static void local_windup(struct th_proc *p, int joining)
 			return;
 		joining = kv == 2; /* the discipline's line runs out first */
 	}
+#endif
 	/* The discipline's lines are tied to the kernel's update count where
 	 * this process reads the kernel's data page (TH_RECF_TIED,
 	 * th_rec_tie): the count read before the sample, so that an update
 	 * during the windup leaves the record already moved on from (another
-	 * windup, never a missed update). */
+	 * windup, never a missed update). A read that finds the kernel
+	 * updating every time ties them to the last update read, which the
+	 * page's count has left or is leaving, or, before any, to an odd
+	 * count, which an updated page never shows: the next reader winds up
+	 * again. */
 	int64_t koff;
 	uint32_t kcount;
-	int kpage = th_kdata_real_offset_seq(&koff, &kcount);
-	th_rec_tie = kpage ? (uint64_t)kcount | (1ull << 32) : 0;
-	if (have && kpage && retie(p, &s, x, koff, kcount))
+	int kpage = th_hw_kpage_real(&koff, &kcount);
+	if (kpage >= 0)
+		th__W.ktie = kpage ? (uint64_t)kcount | (1ull << 32) : 0;
+	else if (!th__W.ktie)
+		th__W.ktie = (1ull << 32) | 1u;
+	th_rec_tie = th__W.ktie;
+	if (have && kpage > 0 && retie(p, &s, x, koff, kcount))
 		return;
-#endif
 
 	uint64_t now = (uint64_t)th__W.disc.line[TH_MONO].last_k;
 	int ctr = th__W.counter_usable && (th__W.dt.until == 0 || now >= th__W.dt.until);
@@ -482,21 +522,13 @@ static void local_windup(struct th_proc *p, int joining)
 			}
 			if (th_commit(&p->tl, x, &v) == 0)
 				return;
-#ifndef TH_SIM
 			/* Announcements while the counter has not passed the
 			 * line's expiry come from readers of a tied line the
 			 * kernel moved on from meanwhile, which served the line
 			 * (th__fine_slow): v continues it unchanged below its
-			 * anchor, so it is committed again (acquire: the counter
-			 * is read after the word). */
-			for (int t = 0; t < 5 && (s.flags & TH_RECF_TIED); t++) {
-				x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-				if ((int64_t)(th_hw_ctr_ordered() - s.anchor) > s.dhi)
-					break;
-				if (th_commit(&p->tl, x, &v) == 0)
-					return;
-			}
-#endif
+			 * anchor, so it is committed again. */
+			if ((s.flags & TH_RECF_TIED) && recommit(p, x, &v, s.anchor, s.dhi))
+				return;
 			/* An announcement: the record expired while we worked. */
 		}
 	}

@@ -64,10 +64,13 @@ static void write_record(struct th_rec *r, uint32_t gen, const struct th_snap *v
 		atomic_store_explicit(&r->bound[l], v->bound[l], memory_order_relaxed);
 	}
 	atomic_store_explicit(&r->due_ns, v->due_ns, memory_order_relaxed);
-	/* A kernel's line keeps its own kseq; any other line (also a copy of
-	 * an earlier tied one) is tied to th_rec_tie's update, if any. */
+	/* A kernel's line keeps its own kseq; any other record (also a copy
+	 * of an earlier tied one) is tied to th_rec_tie's update, if any: a
+	 * line so that its readers see the kernel move on, a kernel-mode or
+	 * TRANSIT record so that its readers (all on the slow path) serve
+	 * REALTIME and TAI with the kernel's offset of now. */
 	int own = v->kseq == 0 || (v->flags & TH_RECF_TIED);
-	int tie = own && th_rec_tie != 0 && v->kind == TH_REC_LINE;
+	int tie = own && th_rec_tie != 0 && v->kind != TH_REC_EMPTY;
 	atomic_store_explicit(&r->flags, (v->flags & ~(uint64_t)TH_RECF_TIED) | (tie ? TH_RECF_TIED : 0),
 			      memory_order_relaxed);
 	atomic_store_explicit(&r->kseq, tie ? th_rec_tie : own ? 0 : v->kseq, memory_order_relaxed);
@@ -134,6 +137,20 @@ int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 	 * acquire load of cur sees the new word. Fails, leaving the new record
 	 * unused, if a slow-path reader announced itself or another commit
 	 * happened since `expect` was read. */
+	if (!atomic_compare_exchange_strong_explicit(&tl->cur, &expect, TH_CUR_MAKE(seq, slot, expect),
+						     memory_order_release, memory_order_relaxed))
+		return -1;
+	publish_coarse(tl, seq, v);
+	return 0;
+}
+
+int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
+{
+	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
+	uint32_t seq = TH_CUR_SEQ(expect) + 1;
+	TH_STEP("commit");
+	/* Release, as in th_commit: the record it wrote is visible to a
+	 * reader whose acquire load of cur sees the new word. */
 	if (!atomic_compare_exchange_strong_explicit(&tl->cur, &expect, TH_CUR_MAKE(seq, slot, expect),
 						     memory_order_release, memory_order_relaxed))
 		return -1;

@@ -75,19 +75,21 @@ enum {
 	 * a reader that serves the kernel's own clock after it announces
 	 * itself, so that the next such line starts above what it served. */
 	TH_RECF_KPV = 4,
-	/* A line of the process's own discipline tied to the kernel's update
-	 * count (kseq; th_rec_tie): served only while that update is the
-	 * kernel's latest, so that a step of the kernel's REALTIME offset, and
-	 * any other change the kernel publishes, sends readers to a windup at
-	 * once. Unlike a kernel's line (kseq without this flag) its readings
-	 * are the line's, not the kernel's. */
+	/* A record of the process's own discipline tied to the kernel's
+	 * update count (kseq; th_rec_tie): a line is served only while that
+	 * update is the kernel's latest, so that a step of the kernel's
+	 * REALTIME offset, and any other change the kernel publishes, sends
+	 * readers to a windup at once; readers of a tied record the kernel
+	 * moved on from serve REALTIME and TAI with the kernel's offset of
+	 * now. Unlike a kernel's line (kseq without this flag) its readings
+	 * are the record's, not the kernel's. */
 	TH_RECF_TIED = 8
 };
 
-/* The kernel update count (| 2^32) that write_record ties the lines it
+/* The kernel update count (| 2^32) that write_record ties the records it
  * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by a
- * process's windup under its lock (never by a daemon, nor in the
- * simulation, which has no kernel data page). */
+ * process's windup under its lock (never by a daemon; in the simulation,
+ * by its virtual kernel's page, tests/sim). */
 extern uint64_t th_rec_tie;
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
@@ -499,6 +501,15 @@ void th_snap_to_val(const struct th_snap *s, struct th_snap *v);
  * or is the daemon).
  */
 int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v);
+
+/*
+ * th_commit again after it failed on announcements alone: `expect` is the
+ * word now, naming the same record (TH_CUR_ID) as the word that commit was
+ * made against, so the slot it wrote, under the generation of the same
+ * sequence, still holds v (nothing else writes it: one writer). Only the
+ * compare-and-swap is made again; -1 as th_commit.
+ */
+int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v);
 
 /* Publish v whatever `cur` holds now (kernel-mode records, which are valid
  * whatever slow-path readers returned). Returns the new word. */

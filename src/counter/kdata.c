@@ -233,14 +233,14 @@ int th_kdata_coarse_check(uint64_t *ns)
 int th_kdata_real_offset(int64_t *off)
 {
 	uint32_t seq;
-	return th_kdata_real_offset_seq(off, &seq);
+	return th_kdata_real_offset_seq(off, &seq) > 0;
 }
 
 int th_kdata_real_offset_seq(int64_t *off, uint32_t *seq)
 {
 	struct coarse_copy c;
 	if (!coarse_copy(&c, 4))
-		return 0;
+		return kdata_on() ? -1 : 0;
 	*off = (int64_t)(c.real - c.mono);
 	*seq = c.seq;
 	return 1;

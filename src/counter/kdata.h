@@ -230,7 +230,9 @@ int th_kdata_coarse(struct th_kcoarse *k);
  * wall_to_monotonic, and updates both coarse bases in every clock mode). 1
  * and *off, or 0 (no direct read, or the kernel updating at every try). */
 int th_kdata_real_offset(int64_t *off);
-/* The same with the count of the update it is from (even). */
+/* The same with the count of the update it is from (even): 1; 0 without a
+ * direct read; -1 where the page is read but the kernel was updating at
+ * every try. */
 int th_kdata_real_offset_seq(int64_t *off, uint32_t *seq);
 
 /* Where, from the MONOTONIC_COARSE base `b` (th_kdata.mono_coarse), the fine

@@ -35,12 +35,19 @@ int th_sim_kcoarse_direct(uint64_t *ns);
 #define th_hw_kcoarse_direct(ns) th_sim_kcoarse_direct(ns)
 /* the virtual kernel's coarse clock never leaves its fine line: no verdict */
 #define th_hw_kcoarse_check(ns) ((void)(ns), 0)
-/* no data page: offsets are measured in brackets, as on a kernel without one */
-#define th_hw_koff_real(off) ((void)(off), 0)
-/* The simulated kernel publishes no conversion: no record is tied to it. */
-static const uint32_t th_sim_kcount = 1;
-static const uint32_t *const th_sim_kcount_ref = &th_sim_kcount;
-#define th_hw_kcount_ref() (&th_sim_kcount_ref)
+/* The virtual kernel's data page (world.c, sim_config.kpage): the count
+ * of its updates (each tick, rate change, step, suspend), which records tied
+ * to an update are checked against, and REALTIME's offset of the latest
+ * one, exactly; or, one time in eight, "the kernel was updating" (-1). With
+ * no page (kpage 0): 0, offsets are measured in brackets as on a kernel
+ * without one, and the count never moves. The simulated kernel publishes no
+ * conversion of its own: no kernel's line. */
+int th_sim_kpage_real(int64_t *off, uint32_t *seq);
+int th_sim_koff_real(int64_t *off);
+#define th_hw_koff_real(off) th_sim_koff_real(off)
+#define th_hw_kpage_real(off, seq) th_sim_kpage_real((off), (seq))
+extern const uint32_t *th_sim_kcount_ref;
+#define th_hw_kcount_ref() ((const uint32_t *const *)&th_sim_kcount_ref)
 #define th_hw_pause() ((void)0)
 
 #endif

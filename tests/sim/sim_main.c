@@ -222,6 +222,42 @@ static void sc_reader_stall(struct sim_config *c)
 			      1 + (int)((r >> 8) % 3000), 2 * MS + (int64_t)((r >> 24) % (uint64_t)(38 * MS)));
 }
 
+/*
+ * The kernel's data page (sim_config.kpage): the process ties its lines to
+ * the kernel's updates and follows each step at the update that makes it
+ * (windup.c, retie), so a fine REALTIME reading that starts after a step
+ * shows it. Steps both ways every few ticks, between rate changes, with a
+ * writer stalled at a random step (those of the tie among them) for up to
+ * 20 ms, or for good.
+ */
+static const char *const kpage_steps[] = {"kpage", "retie", "step", "lock", "sample", "observe", "plan",
+					  "write_fields", "commit", "coarse_block", "announce", NULL};
+static void sc_step_kpage(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->duration_ns = 200 * MS;
+	uint64_t r = mix(c->seed ^ 0x6b7061);
+	for (int i = 0; i < 14; i++, r = mix(r)) {
+		int64_t at = (12 + 13 * i) * MS + (int64_t)(r % (uint64_t)(4 * MS));
+		if (i % 3 == 2)
+			sim_add_event(c, at, EV_MONO_RATE, (int64_t)((r >> 8) % 1000001) - 500000, 0);
+		else
+			sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)),
+				      0);
+	}
+	r = mix(r);
+	int64_t d = (r >> 16) % 8 == 0 ? SIM_FOREVER : 1000 + (int64_t)((r >> 20) % (uint64_t)(20 * MS));
+	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
+}
+
+/* Nothing but the kernel's updates (its ticks): every one sends readers of
+ * a tied line to a windup that reties it (one time in eight the page is
+ * found mid-update), with the offsets read from the page exactly. */
+static void sc_baseline_kpage(struct sim_config *c)
+{
+	c->kpage = 1;
+}
+
 struct scenario {
 	const char *name;
 	scenario_fn fn;
@@ -475,6 +511,8 @@ static const struct scenario scenarios[] = {
 	{"slew", sc_slew},
 	{"tick-slew", sc_tick_slew},
 	{"step", sc_step},
+	{"step-kpage", sc_step_kpage},
+	{"baseline-kpage", sc_baseline_kpage},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},
 	{"misestimate-high", sc_misestimate},

@@ -51,7 +51,14 @@ static struct {
 	int64_t skew_ns;       /* largest counter difference between two CPUs, ns */
 	int64_t death_T;       /* a thread died (SIM_FOREVER) at this time */
 	uint64_t wide;         /* windups that found the offsets too wide to serve */
+	uint64_t kupd;         /* the kernel's updates other than its ticks (cfg->kpage) */
 } W;
+
+/* The data page's count (sim_hw.h): even, 2 x (updates so far), the ticks
+ * among them counted from MONOTONIC; set as time advances, so every load
+ * after a kernel change sees it. 1 (never moving) without a page. */
+static uint32_t kcount_word = 1;
+const uint32_t *th_sim_kcount_ref = &kcount_word;
 
 static uint64_t rnd(void)
 {
@@ -158,14 +165,25 @@ static void apply_events(void)
 		}
 		if (e->kind == EV_SUSPEND || e->kind == EV_CTR_JUMP || e->kind == EV_CTR_RATE)
 			W.last_disc_T = W.T;
+		/* the kernel publishes each change of its clocks at an update */
+		if (e->kind == EV_MONO_RATE || e->kind == EV_RAW_RATE || e->kind == EV_STEP_REAL ||
+		    e->kind == EV_SUSPEND || e->kind == EV_TAI_OFFSET)
+			W.kupd++;
 		note_offsets();
 	}
+}
+
+static void kpage_update(void)
+{
+	if (W.cfg->kpage)
+		kcount_word = (uint32_t)(2 * (W.kupd + (uint64_t)(mono_at(W.T) / W.tick)));
 }
 
 static void advance(int64_t dt)
 {
 	W.T += dt;
 	apply_events();
+	kpage_update();
 }
 
 /* kernel value of a clock at true time T, ns */
@@ -309,6 +327,25 @@ int th_sim_kcoarse_direct(uint64_t *ns)
 	th_sim_kread(CLOCK_MONOTONIC_COARSE, &ts);
 	*ns = (uint64_t)ts.tv_sec * NS + (uint64_t)ts.tv_nsec;
 	return 1;
+}
+
+int th_sim_kpage_real(int64_t *off, uint32_t *seq)
+{
+	if (!W.cfg->kpage)
+		return 0;
+	maybe_switch("kpage");
+	advance(5);
+	if ((rnd() & 7) == 0)
+		return -1;
+	*off = W.off_real;
+	*seq = kcount_word;
+	return 1;
+}
+
+int th_sim_koff_real(int64_t *off)
+{
+	uint32_t seq;
+	return th_sim_kpage_real(off, &seq) > 0;
 }
 
 int th_sim_kread(clockid_t id, struct timespec *ts)
@@ -497,12 +534,13 @@ static void trace_records(void)
 	printf("  %s", page ? "PAGE" : "local");
 	int64_t ctr_now = (int64_t)(ctr_at(W.T) - s.anchor);
 	printf(" T=%lld rec seq %u kind %u anchor-now %lld dlo %lld ddue %lld dhi %lld dmin %lld mono %llu "
-	       "lo %lld hi %lld ceil %llu guard %llu bound %u coarse %llu tick %llu epoch %u off_real %lld | kernel mono %lld\n",
+	       "lo %lld hi %lld ceil %llu guard %llu bound %u coarse %llu tick %llu epoch %u off_real %lld flags %llu "
+	       "kseq %llx | kernel mono %lld count %x\n",
 	       (long long)W.T, TH_CUR_SEQ(page ? pc : c), s.kind, (long long)-ctr_now, (long long)s.dlo, (long long)s.ddue,
 	       (long long)s.dhi, (long long)s.dmin, (unsigned long long)s.ns[0], (long long)s.lo[0],
 	       (long long)s.hi[0], (unsigned long long)s.ceil[0], (unsigned long long)s.guard[0], s.bound[0],
 	       (unsigned long long)s.coarse, (unsigned long long)s.tick, (unsigned)s.epoch, (long long)s.off_real,
-	       (long long)mono_at(W.T));
+	       (unsigned long long)s.flags, (unsigned long long)s.kseq, (long long)mono_at(W.T), kcount_word);
 }
 
 /* Offset epoch of family f explaining v read between line values l0..l1
@@ -626,6 +664,11 @@ static void do_read(int op)
 				  snap_epoch);
 		if (ep < W.fam_epoch[f] && t0 - W.fam_change_T[f] > W.tick + 2 * window)
 			violation(&O.res->g1, "G1 %s T=%lld: kernel change of %lld ns ago not followed", name,
+				  (long long)t0, (long long)(t0 - W.fam_change_T[f]));
+		/* Where the kernel's data page is read, a fine REALTIME
+		 * reading that starts after the kernel's step shows it. */
+		if (W.cfg->kpage && f == F_REAL && !coarse && ep < W.fam_epoch[f] && t0 > W.fam_change_T[f])
+			violation(&O.res->g1, "G1 %s T=%lld: the kernel's step of %lld ns ago not shown", name,
 				  (long long)t0, (long long)(t0 - W.fam_change_T[f]));
 		if (ep > O.max_epoch[f])
 			O.max_epoch[f] = ep;
@@ -866,6 +909,12 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 	trace = getenv("SIM_TRACE") != NULL;
 	trace_cur = 0;
 	W.cfg = cfg;
+	if (cfg->kpage && cfg->daemon) {
+		/* th_rec_tie is the process's windup's alone; the virtual
+		 * daemon runs in the same process here */
+		fprintf(stderr, "sim: a kernel data page with the virtual daemon is not simulated\n");
+		abort();
+	}
 	W.rng = cfg->seed * 0x9E3779B97F4A7C15ULL + 1;
 	W.tick = 4000000;
 	W.ctr_base = cfg->ctr_start;
@@ -892,6 +941,8 @@ void sim_run(const struct sim_config *cfg, struct sim_result *res)
 				W.skew_ns = d + 1;
 		}
 	note_offsets();
+	kcount_word = 1;
+	kpage_update();
 	th_sim_reset_process();
 	if (cfg->first_read_only) {
 		/* G8: the first read of a process, alone: how many kernel

@@ -79,6 +79,9 @@ struct sim_config {
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
 	int first_read_only;     /* only the first read of a fresh process (G8) */
 	int daemon;              /* run a virtual timehandsd; the process may read its page */
+	int kpage;               /* the virtual kernel publishes a data page (sim_hw.h): the
+				    process ties its lines to its updates, and a fine REALTIME
+				    reading that starts after a step shows it (no daemon) */
 	int coarse_only;         /* readers call only coarse clocks and time() (G5: they must
 				    see them advance, with nothing else refreshing the records) */
 	int min_joins;           /* the process must switch to the page at least this often */

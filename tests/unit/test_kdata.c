@@ -993,6 +993,50 @@ static int64_t fine_ns(clockid_t id)
  * then the kernel's own page again: its offset at once. Nothing of this
  * depends on the kernel changing anything.
  */
+/*
+ * A step in the fake page while the windup lock is held (another thread
+ * winding up, preempted): no windup follows it, yet a coarse REALTIME
+ * reading shows it, a fine one too (the tied line with the kernel's offset
+ * of now), and a coarse one after that, at or above the fine reading's
+ * second (G3) and below a later fine reading (G4). 1 when the round ran.
+ */
+static int held_step(uint64_t *fb, uint32_t *fs)
+{
+	uint32_t z = 0;
+	if (!atomic_compare_exchange_strong_explicit(&th__P.lock, &z, 1, memory_order_acquire, memory_order_relaxed))
+		return 0;
+	struct th_snap s;
+	unsigned r = 0;
+	int line = th_snapshot(&th__P.tl, &s, &r) == 0 && s.kind == TH_REC_LINE && (s.flags & TH_RECF_TIED);
+	int64_t tick = (int64_t)th__P.tick_ns;
+	fb[-2] += 1; /* REALTIME_COARSE seconds: the offset a second ahead */
+	*fs += 0x10000;
+	int64_t kf = koff_of(fb);
+	int64_t m0 = fine_ns(CLOCK_MONOTONIC);
+	cb_fake();
+	int64_t c0 = coarse_ns(CLOCK_REALTIME_COARSE);
+	int64_t r1 = fine_ns(CLOCK_REALTIME), m1 = fine_ns(CLOCK_MONOTONIC);
+	int64_t c2 = coarse_ns(CLOCK_REALTIME_COARSE), r3 = fine_ns(CLOCK_REALTIME);
+	cb_hook();
+	atomic_store_explicit(&th__P.lock, 0, memory_order_release);
+	th__windup_try(); /* back on the kernel's page */
+	if (!line)
+		return 0; /* a windup due meanwhile left the line: not this case */
+	CHECK(r1 - kf >= m0 && r1 - kf <= m1,
+	      "tied line, a step while the lock is held: REALTIME minus the step's offset %lld ns outside the "
+	      "MONOTONIC readings around it",
+	      (long long)(r1 - kf < m0 ? r1 - kf - m0 : r1 - kf - m1));
+	CHECK(c0 - kf >= m0 - 2 * tick && c0 <= r1,
+	      "tied line, a step while the lock is held: the first coarse REALTIME after it %lld ns from the step's "
+	      "offset's MONOTONIC before it (G5), %lld ns above the fine reading after it (G4)",
+	      (long long)(c0 - kf - m0), (long long)(c0 - r1));
+	CHECK(c2 / 1000000000 >= r1 / 1000000000 && c2 <= r3 && c2 - kf >= m0 - 2 * tick,
+	      "tied line, a step while the lock is held: coarse REALTIME %lld after fine %lld, before fine %lld "
+	      "(G3, G4, G5 with the step's offset)",
+	      (long long)c2, (long long)r1, (long long)r3);
+	return 1;
+}
+
 static int tied_step_child(void)
 {
 	th_clock_gettime(CLOCK_REALTIME, &(struct timespec){0}); /* attach */
@@ -1023,12 +1067,17 @@ static int tied_step_child(void)
 	unsigned char *fake = f.fake;
 	uint32_t *fs = f.fs;
 	uint64_t *fb = f.fb;
-	long steps = 0, ticks = 0;
-	for (int round = 0; round < 200 && !check_failures && (steps < 10 || ticks < 10); round++) {
+	long steps = 0, ticks = 0, held = 0;
+	for (int round = 0; round < 300 && !check_failures && (steps < 10 || ticks < 10 || held < 10); round++) {
 		int64_t k0;
 		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0)
 			continue; /* the kernel updated between the copies */
-		int step = round % 2;
+		if (round % 3 == 2) {
+			if (held_step(fb, fs))
+				held++;
+			continue;
+		}
+		int step = round % 3;
 		if (step)
 			fb[-2] -= 1; /* REALTIME_COARSE seconds: the offset a second back */
 		*fs += 0x10000;
@@ -1062,10 +1111,12 @@ static int tied_step_child(void)
 			      (long long)(r3 - k3 < m2 ? r3 - k3 - m2 : r3 - k3 - m3));
 		nanosleep(&(struct timespec){0, 300000 + 50000 * (round % 10)}, NULL);
 	}
-	CHECK(steps >= 10 && ticks >= 10, "tied line: %ld rounds of a step, %ld of a tick", steps, ticks);
+	CHECK(steps >= 10 && ticks >= 10 && held >= 10, "tied line: %ld rounds of a step, %ld of a tick, %ld held",
+	      steps, ticks, held);
 	printf("tied step: timehands' own line, %ld rounds of a step of the page's REALTIME offset followed at once, "
-	       "%ld of an update without one\n",
-	       steps, ticks);
+	       "%ld of an update without one, %ld of a step while the windup lock is held (fine and coarse "
+	       "REALTIME show it)\n",
+	       steps, ticks, held);
 	return check_done("tied step") ? 1 : 0;
 }
 

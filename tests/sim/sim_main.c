@@ -2,7 +2,7 @@
  * Simulation scenarios. `sim` runs every scenario with the given seeds and
  * exits non-zero on any violation of G1-G5.
  *
- *   sim [--seed N] [--seeds K] [--scenario NAME] [--seconds S] [--random] [--verbose]
+ *   sim [--seed N] [--seeds K] [--scenario NAME] [--seconds S] [--random] [--kpage] [--verbose]
  *
  * --seconds S keeps going with further seeds until S wall-clock seconds have
  * passed (the long tier); --random starts from a random seed (printed). A
@@ -13,7 +13,10 @@
  * (-1: any) at its Nth pass through STEP (0: every pass) for NS ns of virtual
  * time ("forever": it never resumes), in every scenario run; other threads
  * run meanwhile. --slow T:STEP:N:NS makes thread T itself take NS ns there
- * (slow code: no other thread runs).
+ * (slow code: no other thread runs). --kpage gives the virtual kernel its
+ * data page (sim_config.kpage) in every scenario without a virtual daemon
+ * and without offsets that must be measured wide; --random does in half of
+ * its runs (the repeat line says which).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -620,11 +623,19 @@ static int parse_stall(char *arg, int busy)
  * of all that asked it: the reason's check must not pass only vacuously. */
 static int status_wide_runs, status_runs;
 
+static int kpage_all, random_kpage;
+
 static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 {
 	struct sim_config c;
 	sim_config_default(&c, seed);
 	sc->fn(&c);
+	/* --kpage: the kernel's data page in every scenario that can have one
+	 * (no virtual daemon; offsets that must be measured wide need the
+	 * brackets the page replaces); --random: in half the runs */
+	int kp = kpage_all || (random_kpage && (mix(seed ^ 0x6b70) & 1));
+	if (kp && !c.daemon && !c.need_wide)
+		c.kpage = 1;
 	for (int i = 0; i < nextra; i++)
 		sim_add_stall(&c, extra_stalls[i].thread, extra_stalls[i].step, extra_stalls[i].occurrence,
 			      extra_stalls[i].duration);
@@ -648,7 +659,8 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 		       c.cpus, (long long)(c.cpu_skew[1] > -c.cpu_skew[2] ? c.cpu_skew[1] : -c.cpu_skew[2]),
 		       (unsigned long long)r.fallbacks, (long long)r.detect_ns, (unsigned long long)r.soft);
 	if (r.violations) {
-		printf("    repeat: sim --scenario %s --seed %llu", sc->name, (unsigned long long)seed);
+		printf("    repeat: sim --scenario %s --seed %llu%s", sc->name, (unsigned long long)seed,
+		       kp && c.kpage ? " --kpage" : "");
 		for (int i = 0; i < nextra; i++) {
 			if (extra_stalls[i].duration == SIM_FOREVER)
 				printf(" --stall %d:%s:%d:forever", extra_stalls[i].thread, extra_stalls[i].step,
@@ -712,7 +724,9 @@ int main(int argc, char **argv)
 		else if (!strcmp(argv[i], "--verbose"))
 			verbose = 1;
 		else if (!strcmp(argv[i], "--random"))
-			random_seed = 1;
+			random_seed = random_kpage = 1;
+		else if (!strcmp(argv[i], "--kpage"))
+			kpage_all = 1;
 		else if (!strcmp(argv[i], "--stall") && i + 1 < argc && parse_stall(argv[i + 1], 0) == 0)
 			i++;
 		else if (!strcmp(argv[i], "--slow") && i + 1 < argc && parse_stall(argv[i + 1], 1) == 0)
@@ -721,7 +735,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: %s [--seed N] [--seeds K] [--scenario NAME|stall|death] [--step STEP] "
 				"[--occurrence N] [--stall THREAD:STEP:OCCURRENCE:NS|forever] [--slow THREAD:STEP:OCCURRENCE:NS] "
-				"[--seconds S] [--random] "
+				"[--seconds S] [--random] [--kpage] "
 				"[--verbose]\n",
 				argv[0]);
 			return 2;

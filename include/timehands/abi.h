@@ -20,7 +20,8 @@
  *    check. Pairs with the writer's release store of the generation, its
  *    release fence after setting it to 0, and the release commit of `cur`;
  *  - a record tied to a kernel update (kseq = the kernel data page's count |
- *    2^32) is served only while the kernel's count is still that count;
+ *    2^32, every clock; or | 2^33, REALTIME and TAI only) is served only
+ *    while the kernel's count is still that count;
  *  - the fast window is the counter interval [dlo, ddue) around the anchor
  *    (an empty window, dlo = ddue = 0: a kernel-mode record, never served
  *    fast); at and above the anchor a clock's value is
@@ -142,17 +143,28 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
 /* A field of a record, copied (relaxed: the generation orders it). */
 #define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
 
+/* The clocks a record's tie applies to: a kernel's line's (bit 32 of kseq)
+ * every clock, its readings being the kernel's; a tie of timehands' own line
+ * (bit 33) REALTIME and TAI only, the clocks whose offsets a kernel update
+ * may step. All ones where the tie applies to clock ck, else 0. A reader
+ * built before bit 33 takes it as a tie of every clock: slower, not wrong. */
+static inline __attribute__((always_inline)) uint32_t th_abi_tie_mask(uint64_t ks, int ck)
+{
+	uint64_t t = (ks >> 32) | (ck == TH_ABI_CK_REAL || ck == TH_ABI_CK_TAI ? ks >> 33 : 0);
+	return 0u - (uint32_t)(t & 1);
+}
+
 /* Nonzero when a record tied to a kernel update (kseq) is no longer the
- * kernel's, the kernel's count read now through the pointer at *kcp
- * (relaxed, both: they order nothing else; loaded where needed, not kept in
- * a register across the read), after the counter c was read. Branch-free:
- * where records are the kernel's every read asks, elsewhere none is tied
- * and the mask is 0. On arm64 the count's address depends on c (a zero
+ * kernel's for clock ck, the kernel's count read now through the pointer at
+ * *kcp (relaxed, both: they order nothing else; loaded where needed, not
+ * kept in a register across the read), after the counter c was read.
+ * Branch-free: where records are the kernel's every read asks, elsewhere
+ * the mask is 0. On arm64 the count's address depends on c (a zero
  * computed from it), so the count is loaded only after the counter was
  * read, as the kernel's own vDSO orders its re-read there; x86-64 orders
  * it no more than the kernel's vDSO does (neither RDTSC nor RDTSCP holds
  * later loads back). */
-static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t ks,
+static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t ks, int ck,
 									 const uint32_t *const *kcp, uint64_t c)
 {
 	const uint32_t *kc = __atomic_load_n(kcp, __ATOMIC_RELAXED);
@@ -163,7 +175,7 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
 #else
 	(void)c;
 #endif
-	return ((uint32_t)ks ^ __atomic_load_n(kc, __ATOMIC_RELAXED)) & (0u - (uint32_t)(ks >> 32));
+	return ((uint32_t)ks ^ __atomic_load_n(kc, __ATOMIC_RELAXED)) & th_abi_tie_mask(ks, ck);
 }
 
 /*
@@ -210,7 +222,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	 * first is compared at once, one taken after the copy once it is
 	 * read. */
 	uint64_t ks = TH_ABI_LD(r, kseq);
-	if (early && __builtin_expect(th_abi_kseq_moved(ks, kcp, c) != 0, 0))
+	if (early && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
 		return 0;
 	/* The window at and above the anchor, [0, ddue), and its slope; the
 	 * part below the anchor and its slope are copied only where the
@@ -269,7 +281,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 			return 0;
 		n = (int64_t)(qb + (uint64_t)d * (uint64_t)lo) >> 32;
 	}
-	if (!early && __builtin_expect(th_abi_kseq_moved(ks, kcp, c) != 0, 0))
+	if (!early && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
 		return 0;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);

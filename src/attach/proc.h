@@ -236,11 +236,11 @@ static inline void th__g3_raise(int64_t sec, uint16_t epoch)
 }
 
 /* Nonzero when a record tied to a kernel update (kseq, record.h) is no
- * longer the kernel's at counter c, read before (th_abi_kseq_moved with the
- * kernel's count). */
-static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks, uint64_t c)
+ * longer the kernel's for clock ck (TH_CK_*) at counter c, read before
+ * (th_abi_kseq_moved with the kernel's count). */
+static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks, int ck, uint64_t c)
 {
-	return th_abi_kseq_moved(ks, th_hw_kcount_ref(), c);
+	return th_abi_kseq_moved(ks, ck, th_hw_kcount_ref(), c);
 }
 
 /* The counter read after the copy (th_abi_eval's late_ctr), the
@@ -580,7 +580,7 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct t
 	if (!shared && ck == TH_CK_REAL &&
 	    TH_UNLIKELY(th__kseq_moved(atomic_load_explicit(&tl->ring[TH_CUR_SLOT(cur) % TH_RING].kseq,
 							    memory_order_relaxed),
-				       0)))
+				       TH_CK_REAL, 0)))
 		goto slow;
 	int64_t sec = atomic_load_explicit(&b->sec[ck], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;

@@ -336,7 +336,7 @@ again:;
 			int64_t d = (int64_t)(c - s.anchor);
 			/* the kernel's line is served only while its update is
 			 * the kernel's latest (record.h, kseq) */
-			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq, c)) {
+			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq, ck, c)) {
 				if (d >= s.ddue)
 					th__windup_try(); /* due; the record stays valid meanwhile */
 				if (d < s.dlo)
@@ -347,7 +347,7 @@ again:;
 			/* expired, or the counter went backwards */
 			if (th__windup_try())
 				continue;
-			if (s.kseq && th__kseq_moved(s.kseq, c) && kv_wait(p, s.cur))
+			if (s.kseq && th__kseq_moved(s.kseq, ck, c) && kv_wait(p, s.cur))
 				continue;
 			/* A tied line the kernel moved on from, while another
 			 * thread's windup goes on: the line still (the tie only
@@ -582,7 +582,7 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 		 * retie), or the one another thread is making; else a fine
 		 * reading, below, with the kernel's offset of now
 		 * (th__fine_slow). */
-		if (sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) && th__kseq_moved(s.kseq, 0)) {
+		if (sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) && th__kseq_moved(s.kseq, TH_CK_REAL, 0)) {
 			if (th__windup_try() || kv_wait(p, s.cur))
 				continue;
 			break;

@@ -424,9 +424,9 @@ static void local_windup(struct th_proc *p, int joining)
 	uint32_t kcount;
 	int kpage = th_hw_kpage_real(&koff, &kcount);
 	if (kpage >= 0)
-		th__W.ktie = kpage ? (uint64_t)kcount | (1ull << 32) : 0;
+		th__W.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!th__W.ktie)
-		th__W.ktie = (1ull << 32) | 1u;
+		th__W.ktie = (1ull << 33) | 1u;
 	th_rec_tie = th__W.ktie;
 	if (have && kpage > 0 && retie(p, &s, x, koff, kcount))
 		return;

@@ -76,17 +76,18 @@ enum {
 	 * itself, so that the next such line starts above what it served. */
 	TH_RECF_KPV = 4,
 	/* A record of the process's own discipline tied to the kernel's
-	 * update count (kseq; th_rec_tie): a line is served only while that
-	 * update is the kernel's latest, so that a step of the kernel's
-	 * REALTIME offset, and any other change the kernel publishes, sends
-	 * readers to a windup at once; readers of a tied record the kernel
-	 * moved on from serve REALTIME and TAI with the kernel's offset of
-	 * now. Unlike a kernel's line (kseq without this flag) its readings
+	 * update count (kseq; th_rec_tie): a line's REALTIME and TAI are
+	 * served only while that update is the kernel's latest, so that a
+	 * step of the kernel's REALTIME offset sends their readers to a
+	 * windup at once; readers of a tied record the kernel moved on from
+	 * serve REALTIME and TAI with the kernel's offset of now. The other
+	 * clocks, which no kernel update steps, are the line's whatever the
+	 * count. Unlike a kernel's line (kseq without this flag) its readings
 	 * are the record's, not the kernel's. */
 	TH_RECF_TIED = 8
 };
 
-/* The kernel update count (| 2^32) that write_record ties the records it
+/* The kernel update count (| 2^33) that write_record ties the records it
  * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by a
  * process's windup under its lock (never by a daemon; in the simulation,
  * by its virtual kernel's page, tests/sim). */
@@ -125,7 +126,9 @@ struct th_rec {
 	_Atomic uint32_t raw_frac;
 	/* 0, or the kernel's update this line is the conversion of, as its
 	 * data page's count | 2^32: served only while the kernel's count is
-	 * still (uint32_t)kseq (the kernel moved on: the slow path). */
+	 * still (uint32_t)kseq (the kernel moved on: the slow path); or, for a
+	 * record tied to an update (TH_RECF_TIED), the count | 2^33, which
+	 * only REALTIME and TAI readers check (th_abi_tie_mask). */
 	_Atomic uint64_t kseq;
 	/* --- line 2: the anchor as each clock's (sec, nsec), raw slopes --- */
 	struct th_ts at[TH_NCLOCKS]; /* 80 bytes */

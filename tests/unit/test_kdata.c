@@ -1067,7 +1067,7 @@ static int tied_step_child(void)
 	unsigned char *fake = f.fake;
 	uint32_t *fs = f.fs;
 	uint64_t *fb = f.fb;
-	long steps = 0, ticks = 0, held = 0;
+	long steps = 0, ticks = 0, held = 0, mono_quiet = 0, mono_rounds = 0;
 	for (int round = 0; round < 300 && !check_failures && (steps < 10 || ticks < 10 || held < 10); round++) {
 		int64_t k0;
 		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0)
@@ -1086,6 +1086,14 @@ static int tied_step_child(void)
 		th__test_windup_hook_after = cb_fake;
 		int64_t m0 = fine_ns(CLOCK_MONOTONIC);
 		cb_fake();
+		/* MONOTONIC readers are not sent to a windup by the update (the
+		 * tie is REALTIME's and TAI's): the record stays tied to the
+		 * count before it, unless a windup came due meanwhile */
+		uint64_t w0 = atomic_load_explicit(&th__P.windups, memory_order_relaxed);
+		for (int k = 0; k < 10; k++)
+			fine_ns(CLOCK_MONOTONIC);
+		mono_quiet += atomic_load_explicit(&th__P.windups, memory_order_relaxed) == w0;
+		mono_rounds++;
 		int64_t r1 = fine_ns(CLOCK_REALTIME), m1 = fine_ns(CLOCK_MONOTONIC);
 		int have = th_snapshot(&th__P.tl, &s, &r) == 0;
 		cb_hook();
@@ -1113,10 +1121,12 @@ static int tied_step_child(void)
 	}
 	CHECK(steps >= 10 && ticks >= 10 && held >= 10, "tied line: %ld rounds of a step, %ld of a tick, %ld held",
 	      steps, ticks, held);
+	CHECK(mono_rounds - mono_quiet <= 2, "tied line: MONOTONIC readings wound up after %ld of %ld kernel updates",
+	      mono_rounds - mono_quiet, mono_rounds);
 	printf("tied step: timehands' own line, %ld rounds of a step of the page's REALTIME offset followed at once, "
 	       "%ld of an update without one, %ld of a step while the windup lock is held (fine and coarse "
-	       "REALTIME show it)\n",
-	       steps, ticks, held);
+	       "REALTIME show it); MONOTONIC readings wound up after %ld of %ld updates\n",
+	       steps, ticks, held, mono_rounds - mono_quiet, mono_rounds);
 	return check_done("tied step") ? 1 : 0;
 }
 

@@ -557,9 +557,9 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			 * step's offset, at or above every second served with it
 			 * (G3). */
 			int64_t koff;
-			int own = kernel_own(p, &s, ck);
+			int own = sel == TH_SEL_REAL && kernel_own(p, &s, ck);
 			int tied = sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) && !own;
-			if (sel == TH_SEL_REAL && (own || tied)) {
+			if (own || tied) {
 				if (!th_hw_koff_real(&koff)) {
 					if (tied)
 						continue; /* the kernel's offset: read again */

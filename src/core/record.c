@@ -127,16 +127,15 @@ static uint32_t gen_for(uint32_t seq)
 	return TH_GEN_FOR(seq);
 }
 
-int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
+int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
 	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
 	uint32_t seq = TH_CUR_SEQ(expect) + 1;
-	write_record(&tl->ring[slot], gen_for(seq), v);
 	TH_STEP("commit");
-	/* Release: the record written above is visible to any reader whose
-	 * acquire load of cur sees the new word. Fails, leaving the new record
-	 * unused, if a slow-path reader announced itself or another commit
-	 * happened since `expect` was read. */
+	/* Release: the record written into the slot after `expect`'s is
+	 * visible to any reader whose acquire load of cur sees the new word.
+	 * Fails, leaving that record unused, if a slow-path reader announced
+	 * itself or another commit happened since `expect` was read. */
 	if (!atomic_compare_exchange_strong_explicit(&tl->cur, &expect, TH_CUR_MAKE(seq, slot, expect),
 						     memory_order_release, memory_order_relaxed))
 		return -1;
@@ -144,18 +143,11 @@ int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 	return 0;
 }
 
-int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
+int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
-	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
 	uint32_t seq = TH_CUR_SEQ(expect) + 1;
-	TH_STEP("commit");
-	/* Release, as in th_commit: the record it wrote is visible to a
-	 * reader whose acquire load of cur sees the new word. */
-	if (!atomic_compare_exchange_strong_explicit(&tl->cur, &expect, TH_CUR_MAKE(seq, slot, expect),
-						     memory_order_release, memory_order_relaxed))
-		return -1;
-	publish_coarse(tl, seq, v);
-	return 0;
+	write_record(&tl->ring[(TH_CUR_SLOT(expect) + 1) % TH_RING], gen_for(seq), v);
+	return th_recommit(tl, expect, v);
 }
 
 uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)

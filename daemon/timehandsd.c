@@ -119,6 +119,9 @@ struct daemon {
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
 	int slow_offsets;         /* test seam: the sampler's REALTIME/BOOTTIME reads sleep first */
 	int seam_brackets;        /* test seam: offsets from brackets only, not the kernel's page */
+	uint64_t ktie;            /* the kernel's update count | 2^33 the records are tied to, 0: none */
+	uint32_t prev_tie;        /* the count the previous tick's windup tied to */
+	uint64_t phase_at;        /* MONOTONIC when a tick last saw the kernel's update come (0: never) */
 	int64_t last_off_boot;
 	uint64_t grid0;           /* the ticks are grid0 + k * tick_ns (a periodic timer) */
 	uint64_t due_armed;       /* one-shot wakeup before the next tick, 0 when none */
@@ -259,6 +262,24 @@ static int windup(uint64_t noticed)
 		logmsg(LOG_NOTICE, "counter trusted again");
 	}
 
+	/* The page's records are tied to the kernel's update count, as a
+	 * process's own (th_rec_tie, windup.c): the count read before the
+	 * sample, so that an update during the windup leaves the record
+	 * already moved on from; a REALTIME or TAI reader of a record the
+	 * kernel moved on from serves the kernel's offset of now until the
+	 * next tick reties it (shared_value). A count that cannot be read now
+	 * keeps the last one read (or, before any, an odd count no finished
+	 * update shows). Untied while a test seam moves this daemon's REALTIME
+	 * away from the kernel's. */
+	int64_t koff;
+	uint32_t kcount;
+	int kpage = D.realtime_bias || D.seam_brackets ? 0 : th_kdata_real_offset_seq(&koff, &kcount);
+	if (kpage >= 0)
+		D.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
+	else if (!D.ktie)
+		D.ktie = (1ull << 33) | 1u;
+	th_rec_tie = D.ktie;
+
 	struct th_sample smp;
 	take_sample(&smp, ctr, 1);
 	int64_t old_off_real = D.disc.off_real;
@@ -395,6 +416,70 @@ static void start_ticks(void)
 {
 	D.grid0 = (uint64_t)kread_ns(CLOCK_MONOTONIC) + D.tick_ns;
 	arm_abs(D.tick_fd, D.grid0, D.tick_ns);
+}
+
+/* The kernel's update count now (an even count of a consistent copy of its
+ * data page), 0 where it cannot be read. */
+static uint32_t kcount_now(void)
+{
+	int64_t off;
+	uint32_t c;
+	return th_kdata_real_offset_seq(&off, &c) > 0 ? c : 0;
+}
+
+/*
+ * The ticks follow the kernel's own updates: a tied record (windup) is
+ * served on the fast path only until the kernel's next update, so the
+ * daemon's tick should come just after each. The kernel updates at a fixed
+ * phase of its tick (MONOTONIC, every tick_ns, while any CPU ticks), which
+ * a tick learns when it wakes before that update: it waits for it (at most
+ * TICK_WAIT_NS, for a kernel whose CPUs idle without ticking) and moves the
+ * grid to just after it. A tick that finds the update already made moves
+ * the grid a little earlier once a second since the last one learned, so a
+ * grid that came late (the kernel's tick was late once) creeps back.
+ * Returns the count to tie this tick's windup to (0: none).
+ */
+#define TICK_AFTER_NS 5000   /* the grid this far after the kernel's update */
+#define TICK_WAIT_NS 200000  /* the longest a tick waits for the kernel's update */
+#define TICK_CREEP_NS 20000  /* a late grid's step back */
+/* Waits up to `limit` ns for the kernel's update after count c; when it
+ * comes, the ticks' grid just after it. 1 if it came. */
+static int wait_kernel_update(uint32_t c, uint64_t limit)
+{
+	uint64_t t0 = (uint64_t)kread_ns(CLOCK_MONOTONIC), t = t0;
+	while (t - t0 < limit) {
+		uint32_t n = kcount_now();
+		t = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+		if (n && n != c) {
+			D.grid0 = t + D.tick_ns + TICK_AFTER_NS;
+			arm_abs(D.tick_fd, D.grid0, D.tick_ns);
+			D.phase_at = t;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+static void tick_follow_kernel(void)
+{
+	if (!D.ktie || (D.ktie & 1) || D.realtime_bias || D.seam_brackets)
+		return;
+	uint32_t c = kcount_now();
+	if (!c)
+		return;
+	uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+	if (c == D.prev_tie) {
+		/* Early: the kernel has not updated since the last tick. */
+		wait_kernel_update(c, TICK_WAIT_NS);
+		return;
+	}
+	if (now - D.phase_at > (uint64_t)NS_PER_S) {
+		/* Late maybe: the next tick a little earlier. */
+		uint64_t next = D.grid0 + ((now - D.grid0) / D.tick_ns + 1) * D.tick_ns;
+		D.grid0 = next - TICK_CREEP_NS;
+		arm_abs(D.tick_fd, D.grid0, D.tick_ns);
+		D.phase_at = now - (uint64_t)NS_PER_S + D.tick_ns * 4; /* again after a few ticks */
+	}
 }
 
 /* A record that wants a windup before the next tick (while the window is
@@ -786,6 +871,10 @@ static void drop_privileges(void)
  * to its slow path. The daemon runs ~10 us per tick and never spins. */
 static void set_rt_priority(void)
 {
+	/* No timer slack (50 us by default): each tick comes just after the
+	 * kernel's update it follows (tick_follow_kernel). */
+	if (prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL) != 0)
+		logmsg(LOG_DEBUG, "timer slack: %s", strerror(errno));
 	if (!D.rt_priority)
 		return;
 	struct sched_param sp;
@@ -1049,6 +1138,11 @@ int main(int argc, char **argv)
 		beat();
 	th_page_set_flags(D.hdr, D.flags | TH_PAGE_VALID);
 	start_ticks();
+	/* The grid just after the kernel's next update, and the records tied
+	 * to it (tick_follow_kernel). */
+	uint32_t kc0 = D.ktie && !(D.ktie & 1) && !D.realtime_bias ? kcount_now() : 0;
+	if (kc0 && wait_kernel_update(kc0, D.tick_ns + D.tick_ns / 4) && windup(0))
+		beat();
 	logmsg(LOG_INFO, "serving %s: tick %llu us, %s, clocksource %s%s", D.page_path,
 	       (unsigned long long)(D.tick_ns / 1000), D.lines ? "counter lines" : "kernel records",
 	       D.trust.clocksource, D.adopted ? ", continuing the previous page" : "");
@@ -1126,8 +1220,17 @@ int main(int argc, char **argv)
 			D.due_armed = 0;
 		}
 		if (wind) {
+			if (ready[EV_TICK])
+				tick_follow_kernel();
 			if (windup(noticed))
 				beat();
+			/* The kernel updated during the windup: its record is
+			 * moved on from at once; tied again now. */
+			uint32_t c = D.ktie && !(D.ktie & 1) ? kcount_now() : 0;
+			if (c && c != (uint32_t)D.ktie && windup(0))
+				beat();
+			if (ready[EV_TICK])
+				D.prev_tie = (uint32_t)D.ktie;
 		}
 		if (ready[EV_LISTEN])
 			serve_clients();

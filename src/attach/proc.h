@@ -572,12 +572,13 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct t
 	if (TH_UNLIKELY(atomic_load_explicit(&th__P.coarse_floor, memory_order_relaxed) >
 			atomic_load_explicit(&b->coarse, memory_order_relaxed)))
 		goto slow;
-	/* REALTIME of a local record tied to a kernel update (TH_RECF_TIED)
-	 * the kernel has moved on from: its offset may be from before a step
-	 * (the slow path winds up, or serves the kernel's offset of now). The
-	 * record's count is read between the block's two loads of its count,
-	 * so a slot rewritten since `cur` named it makes the copy fail. */
-	if (!shared && ck == TH_CK_REAL &&
+	/* REALTIME of a record tied to a kernel update (TH_RECF_TIED: the
+	 * process's own, or the daemon's) the kernel has moved on from: its
+	 * offset may be from before a step (the slow path winds up, or serves
+	 * the kernel's offset of now). The record's count is read between the
+	 * block's two loads of its count, so a slot rewritten since `cur`
+	 * named it makes the copy fail. */
+	if (ck == TH_CK_REAL &&
 	    TH_UNLIKELY(th__kseq_moved(atomic_load_explicit(&tl->ring[TH_CUR_SLOT(cur) % TH_RING].kseq,
 							    memory_order_relaxed),
 				       TH_CK_REAL, 0)))

@@ -170,6 +170,28 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	return 1;
 }
 
+/* The offset of clock `sel` from page record s's MONOTONIC into *off: 1;
+ * 2 where s is tied to a kernel update (TH_RECF_TIED, the daemon's windup)
+ * and REALTIME's offset has changed since (a step the daemon has not
+ * followed yet): REALTIME's and TAI's then the kernel's of now; 0 when that
+ * cannot be read now (the kernel updating: read again). A process that does
+ * not read the kernel's page cannot tell a step: the record's offset. */
+static int page_offset(const struct th_snap *s, int sel, int64_t *off)
+{
+	int64_t kor;
+	uint32_t kseq;
+	*off = snap_offset(s, sel);
+	if (!(s->flags & TH_RECF_TIED) || (sel != TH_SEL_REAL && sel != TH_SEL_TAI))
+		return 1;
+	int r = th_hw_kpage_real(&kor, &kseq);
+	if (r <= 0)
+		return r < 0 ? 0 : 1;
+	if (kor == s->off_real)
+		return 1;
+	*off += kor - s->off_real;
+	return 2;
+}
+
 /* After a copy of the page: the process still reads it, through the word
  * `lc` that named the shared slot (as in th__read_tl_v). The acquire fence
  * orders the copy before the re-load; see th__leave_shared. */
@@ -214,7 +236,17 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 	struct th_snap ps = {0};
 	unsigned retries = 0;
 	int have = th_snapshot_progress(th__page_tl(), &ps, &retries) == 0;
+	/* The offset served with the page's record: for a tied one, REALTIME's
+	 * and TAI's the kernel's of now (a step the daemon has not followed
+	 * yet); then the floors of the switch, of the epoch before the step,
+	 * no longer apply. */
+	int64_t off = 0;
+	int stepped = 0;
 	if (have) {
+		int t = page_offset(&ps, sel, &off);
+		if (t == 0)
+			return 0; /* the kernel updating: read again (or, last, the kernel's clock) */
+		stepped = t == 2;
 		*epoch = page_epoch(p, ps.epoch);
 		if (ps.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
@@ -224,10 +256,10 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 					th__windup_try(); /* the daemon is late: check on it */
 				if (d < ps.dlo)
 					d = ps.dlo;
-				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)snap_offset(&ps, sel);
+				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)off;
 				if (!page_still_read(p, lc))
 					return 0; /* read again */
-				*ns = th__above_floor(p, v, ck, page_epoch(p, ps.epoch));
+				*ns = stepped ? v : th__above_floor(p, v, ck, page_epoch(p, ps.epoch));
 				return 1;
 			}
 		}
@@ -250,12 +282,12 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 	 * tests/model/timehands.pml, daemon world: -DBREAK_PAGE_NO_RECHECK. */
 	if (!last && have && TH_CUR_ID(atomic_load_explicit(&th__page_tl()->cur, memory_order_acquire)) != TH_CUR_ID(ps.cur))
 		return 0;
-	int64_t off = have ? snap_offset(&ps, sel)
-			   : sel == TH_SEL_REAL ? th__W.disc.off_real
-			   : sel == TH_SEL_BOOT ? th__W.disc.off_boot
-			   : sel == TH_SEL_TAI  ? th__W.disc.off_tai
-						: 0;
-	*ns = th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
+	if (!have)
+		off = sel == TH_SEL_REAL ? th__W.disc.off_real
+		    : sel == TH_SEL_BOOT ? th__W.disc.off_boot
+		    : sel == TH_SEL_TAI	 ? th__W.disc.off_tai
+					 : 0;
+	*ns = stepped ? v + (uint64_t)off : th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
 	return 1;
 }
 
@@ -505,6 +537,13 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			int got = th_snapshot_progress(th__page_tl(), &s, &retries) == 0;
 			if (!page_still_read(p, lc))
 				continue; /* read again */
+			/* A tied record the kernel moved on from (th__coarse_blk):
+			 * its REALTIME offset may be from before a step the daemon
+			 * has not followed yet; a fine reading, below, serves the
+			 * kernel's offset of now (shared_value). */
+			if (got && sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) &&
+			    th__kseq_moved(s.kseq, TH_CK_REAL, 0))
+				break;
 			if (got && s.kind == TH_REC_LINE && kc_ok &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);

@@ -117,6 +117,18 @@ stop_daemon() {
 start_daemon
 run "library, with timehandsd" env TIMEHANDS_PAGE="$tmp/page" "$f" "${expect[@]}" "${scenarios[@]}"
 stop_daemon
+# timehands' own line from the daemon's page (shared mode where the kernel
+# reads no counter itself): the page's records are tied to the kernel's
+# updates, so the steps are followed before the daemon republishes.
+if [ ${#own[@]} -gt 0 ]; then
+	start_daemon
+	own_expect=()
+	if TIMEHANDS_PAGE=$tmp/page TIMEHANDS_LINE=own "$cli" status | grep -q '^mode: shared'; then
+		own_expect=(--expect shared)
+	fi
+	run "library, timehands' own line, with timehandsd" env TIMEHANDS_PAGE="$tmp/page" TIMEHANDS_LINE=own "$f" "${own_expect[@]}" "${own[@]}"
+	stop_daemon
+fi
 start_daemon
 run "preload, with timehandsd" "$cli" run --preload "$preload" --page "$tmp/page" -- "$fl" "${expect[@]}" "${scenarios[@]}"
 stop_daemon

@@ -48,6 +48,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -1200,8 +1202,147 @@ static void glitch(void)
 	       atomic_load_explicit(&th__P.kv_on, memory_order_relaxed) ? "the kernel's line" : "timehands' own line");
 }
 
+/*
+ * timehandsd's page records are tied to the kernel's update count too (the
+ * daemon's windup): a process reading the page serves REALTIME with the
+ * kernel's offset of now once the kernel moved on, before the daemon follows
+ * a step. Run in a child on timehands' own line with the daemon's page
+ * (TIMEHANDS_LINE=own, TIMEHANDS_PAGE), the kernel's page replaced by a copy
+ * whose count moved on, alternately with REALTIME's offset a second back
+ * (a step the daemon, which reads the real page, never follows) and
+ * without: the next fine REALTIME reading is MONOTONIC plus the copy's
+ * offset, a coarse one after it shows the copy's offset too (G4, G5), and
+ * with the kernel's page back, its offset at once.
+ */
+static int shared_tied_child(void)
+{
+	fine_ns(CLOCK_REALTIME); /* attach */
+	if (__atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) == NULL) {
+		printf("shared tied step: no direct read of the kernel's page: not run\n");
+		return 0;
+	}
+	int shared = 0;
+	for (int i = 0; i < 500 && !shared; i++) {
+		fine_ns(CLOCK_REALTIME);
+		shared = TH_CUR_SLOT(atomic_load_explicit(&th__P.tl.cur, memory_order_acquire)) == TH_SLOT_SHARED;
+		if (!shared)
+			nanosleep(&(struct timespec){0, 10000000}, NULL);
+	}
+	if (!shared) {
+		/* calibrating for good (kernel reads too slow for a line: a
+		 * sanitizer's runtime, a loaded machine) */
+		printf("shared tied step: the process did not reach shared mode within 5 s here: not run\n");
+		return 0;
+	}
+	struct th_snap s;
+	unsigned r = 0;
+	int got = th_snapshot(th__page_tl(), &s, &r) == 0;
+	CHECK(got && (s.flags & TH_RECF_TIED) && (s.kseq >> 33 & 1),
+	      "the daemon's page record is not tied to the kernel's updates (flags %#llx, kseq %#llx)",
+	      (unsigned long long)s.flags, (unsigned long long)s.kseq);
+	const int64_t tick = 100000000; /* generous: G5 is the daemon's two ticks */
+	struct fake_page f = fake_page();
+	long steps = 0, ticks = 0, left = 0;
+	for (int round = 0; round < 300 && !check_failures && (steps < 10 || ticks < 10); round++) {
+		int64_t k0;
+		if (!copy_kpage(f.fake, f.page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(f.fb) != k0)
+			continue; /* the kernel updated between the copies */
+		int step = round % 2;
+		if (step)
+			f.fb[-2] -= 1; /* REALTIME_COARSE seconds: the offset a second back */
+		*f.fs += 0x10000;
+		int64_t kf = koff_of(f.fb);
+		th__test_windup_hook = cb_hook;
+		th__test_windup_hook_after = cb_fake;
+		coarse_ns(CLOCK_REALTIME_COARSE); /* the page's coarse clocks in use (th__coarse_blk) */
+		int64_t m0 = fine_ns(CLOCK_MONOTONIC);
+		cb_fake();
+		int64_t c0 = coarse_ns(CLOCK_REALTIME_COARSE);
+		int64_t r1 = fine_ns(CLOCK_REALTIME), m1 = fine_ns(CLOCK_MONOTONIC);
+		int64_t c1 = coarse_ns(CLOCK_REALTIME_COARSE), r2 = fine_ns(CLOCK_REALTIME);
+		int still = TH_CUR_SLOT(atomic_load_explicit(&th__P.tl.cur, memory_order_acquire)) == TH_SLOT_SHARED;
+		cb_hook();
+		th__test_windup_hook = NULL;
+		th__test_windup_hook_after = NULL;
+		int64_t m2 = fine_ns(CLOCK_MONOTONIC), r3 = fine_ns(CLOCK_REALTIME), m3 = fine_ns(CLOCK_MONOTONIC);
+		if (!still) {
+			left++; /* the process left the page meanwhile: not this case */
+			continue;
+		}
+		steps += step;
+		ticks += !step;
+		CHECK(r1 - kf >= m0 && r1 - kf <= m1,
+		      "shared mode, %s in the kernel's page: REALTIME minus its offset %lld ns outside the MONOTONIC "
+		      "readings around it",
+		      step ? "a step" : "an update", (long long)(r1 - kf < m0 ? r1 - kf - m0 : r1 - kf - m1));
+		CHECK(c0 - kf >= m0 - tick && c0 <= r1,
+		      "shared mode, %s in the kernel's page: the first coarse REALTIME minus its offset %lld ns from "
+		      "the MONOTONIC before it (G5), %lld ns above the fine reading after it (G4)",
+		      step ? "a step" : "an update", (long long)(c0 - kf - m0), (long long)(c0 - r1));
+		CHECK(c1 - kf >= m0 - tick && c1 <= r2,
+		      "shared mode, %s in the kernel's page: coarse REALTIME minus its offset %lld ns from the "
+		      "MONOTONIC before it (G5), %lld ns above the fine reading after it (G4)",
+		      step ? "a step" : "an update", (long long)(c1 - kf - m0), (long long)(c1 - r2));
+		int64_t k3;
+		if (th_kdata_real_offset(&k3))
+			CHECK(r3 - k3 >= m2 && r3 - k3 <= m3,
+			      "shared mode, the kernel's page back: REALTIME minus its offset %lld ns outside",
+			      (long long)(r3 - k3 < m2 ? r3 - k3 - m2 : r3 - k3 - m3));
+		nanosleep(&(struct timespec){0, 300000 + 50000 * (round % 10)}, NULL);
+	}
+	CHECK(steps >= 10 && ticks >= 10, "shared tied step: %ld rounds of a step, %ld of an update (%ld left the page)",
+	      steps, ticks, left);
+	printf("shared tied step: the daemon's records tied; %ld rounds of a step of the kernel page's REALTIME "
+	       "offset shown at once by fine and coarse readings of the page, %ld of an update without one\n",
+	       steps, ticks);
+	return check_done("shared tied step") ? 1 : 0;
+}
+
+/* The child above, beside a timehandsd of its own (`daemon`) in a fresh
+ * directory. */
+static int shared_tied(const char *self, const char *daemon)
+{
+	char dir[] = "/tmp/th-kdata-XXXXXX", page[64], logf[64];
+	if (!mkdtemp(dir))
+		return check_done("shared tied step");
+	snprintf(page, sizeof page, "%s/page", dir);
+	snprintf(logf, sizeof logf, "%s/log", dir);
+	fflush(stdout);
+	pid_t d = fork();
+	if (d == 0) {
+		int fd = open(logf, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execl(daemon, daemon, "--foreground", "--page", page, (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500 && access(page, F_OK) != 0; i++)
+		nanosleep(&(struct timespec){0, 10000000}, NULL);
+	fflush(stdout);
+	pid_t c = fork();
+	if (c == 0) {
+		setenv("TIMEHANDS_LINE", "own", 1);
+		setenv("TIMEHANDS_PAGE", page, 1);
+		execl(self, self, "shared-tied-step", (char *)NULL);
+		_exit(77);
+	}
+	child_verdict(c, "shared tied step", "this program cannot start itself again here: not run");
+	kill(d, SIGTERM);
+	waitpid(d, NULL, 0);
+	unlink(page);
+	unlink(logf);
+	rmdir(dir);
+	return check_done("kdata shared");
+}
+
 int main(int argc, char **argv)
 {
+	if (argc > 1 && strcmp(argv[1], "shared-tied-step") == 0)
+		return shared_tied_child();
+	if (argc > 2 && strcmp(argv[1], "shared-tied") == 0)
+		return shared_tied("/proc/self/exe", argv[2]);
 	if (argc > 1 && strcmp(argv[1], "coarse-step") == 0)
 		return coarse_step_child();
 	if (argc > 1 && strcmp(argv[1], "tied-step") == 0)

@@ -538,12 +538,20 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			if (!page_still_read(p, lc))
 				continue; /* read again */
 			/* A tied record the kernel moved on from (th__coarse_blk):
-			 * its REALTIME offset may be from before a step the daemon
-			 * has not followed yet; a fine reading, below, serves the
-			 * kernel's offset of now (shared_value). */
+			 * where the kernel's REALTIME offset is no longer the
+			 * record's (a step the daemon has not followed yet), a
+			 * fine reading, below, of the kernel's offset of now
+			 * (shared_value); an update that changed no offset (its
+			 * tick) leaves the page's coarse values as they are. */
 			if (got && sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) &&
-			    th__kseq_moved(s.kseq, TH_CK_REAL, 0))
-				break;
+			    th__kseq_moved(s.kseq, TH_CK_REAL, 0)) {
+				int64_t o;
+				int t = page_offset(&s, TH_SEL_REAL, &o);
+				if (t == 0)
+					continue; /* the kernel updating: read again */
+				if (t == 2)
+					break;
+			}
 			if (got && s.kind == TH_REC_LINE && kc_ok &&
 			    kc - s.tick < atomic_load_explicit(&p->sh_fresh_ns, memory_order_relaxed)) {
 				*epoch = page_epoch(p, s.epoch);

@@ -551,6 +551,17 @@ void th__windup_locked(struct th_proc *p)
 	if (th__test_windup_hook_after)
 		th__test_windup_hook_after();
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	/* Records written on the way to the daemon's page or away from it
+	 * (transitions, copies of the page's line, a line after a switch that
+	 * failed) carry offsets this windup did not read from the kernel's
+	 * page: the page's, which may be from before a step the daemon has not
+	 * followed, or this process's last. Where that page is read they are
+	 * tied to an odd count no finished update shows, so that the next
+	 * REALTIME or TAI reader serves the kernel's offset of now and winds up
+	 * (local_windup ties its own records to the count it reads). */
+	int64_t koff;
+	uint32_t kcount;
+	th_rec_tie = th_hw_kpage_real(&koff, &kcount) != 0 ? (1ull << 33) | 1u : 0;
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		/* The daemon publishes; this process only checks on it when a
 		 * reader found its record due, expired or stale. */
@@ -559,9 +570,12 @@ void th__windup_locked(struct th_proc *p)
 		int dead;
 		if (!th__page_usable(p, now, &ps, &dead))
 			th__leave_shared(p, now, dead);
+		th_rec_tie = 0;
 		return;
 	}
-	if (th__try_shared(p, 2))
+	int shared = th__try_shared(p, 2);
+	th_rec_tie = 0;
+	if (shared)
 		return;
 	th__local_windup(p, 0);
 }

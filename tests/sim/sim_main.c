@@ -14,8 +14,9 @@
  * time ("forever": it never resumes), in every scenario run; other threads
  * run meanwhile. --slow T:STEP:N:NS makes thread T itself take NS ns there
  * (slow code: no other thread runs). --kpage gives the virtual kernel its
- * data page (sim_config.kpage) in every scenario without a virtual daemon
- * and without offsets that must be measured wide; --random does in half of
+ * data page (sim_config.kpage) in every scenario without offsets that must
+ * be measured wide (the virtual daemon's records are tied to it then, as
+ * timehandsd's); --random does in half of
  * its runs (the repeat line says which).
  */
 #ifndef _GNU_SOURCE
@@ -247,6 +248,28 @@ static void sc_step_kpage(struct sim_config *c)
 		else
 			sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)),
 				      0);
+	}
+	r = mix(r);
+	int64_t d = (r >> 16) % 8 == 0 ? SIM_FOREVER : 1000 + (int64_t)((r >> 20) % (uint64_t)(20 * MS));
+	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
+}
+
+/* The virtual daemon's page with the kernel's: its records are tied to the
+ * kernel's updates too (as timehandsd's), so a reader of the page shows a
+ * step before the daemon follows it. Steps both ways every few ticks (no
+ * rate changes: the own line learns those by measuring them), a thread,
+ * maybe the daemon, stalled at a random step for up to 20 ms or for good
+ * (the process then leaves the page; its records on the way out are tied to
+ * no finished update). */
+static void sc_step_kpage_shared(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->daemon = 1;
+	c->duration_ns = 200 * MS;
+	uint64_t r = mix(c->seed ^ 0x6b7073);
+	for (int i = 0; i < 14; i++, r = mix(r)) {
+		int64_t at = (12 + 13 * i) * MS + (int64_t)(r % (uint64_t)(4 * MS));
+		sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)), 0);
 	}
 	r = mix(r);
 	int64_t d = (r >> 16) % 8 == 0 ? SIM_FOREVER : 1000 + (int64_t)((r >> 20) % (uint64_t)(20 * MS));
@@ -516,6 +539,7 @@ static const struct scenario scenarios[] = {
 	{"step", sc_step},
 	{"step-kpage", sc_step_kpage},
 	{"baseline-kpage", sc_baseline_kpage},
+	{"step-kpage-shared", sc_step_kpage_shared},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},
 	{"misestimate-high", sc_misestimate},
@@ -631,10 +655,10 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 	sim_config_default(&c, seed);
 	sc->fn(&c);
 	/* --kpage: the kernel's data page in every scenario that can have one
-	 * (no virtual daemon; offsets that must be measured wide need the
-	 * brackets the page replaces); --random: in half the runs */
+	 * (offsets that must be measured wide need the brackets the page
+	 * replaces); --random: in half the runs */
 	int kp = kpage_all || (random_kpage && (mix(seed ^ 0x6b70) & 1));
-	if (kp && !c.daemon && !c.need_wide)
+	if (kp && !c.need_wide)
 		c.kpage = 1;
 	for (int i = 0; i < nextra; i++)
 		sim_add_stall(&c, extra_stalls[i].thread, extra_stalls[i].step, extra_stalls[i].occurrence,

@@ -32,6 +32,7 @@ static struct {
 	struct th_writer wr;
 	uint64_t tick_ns;
 	int64_t lag_ns; /* its fine clock readings lag the kernel's that much */
+	uint64_t ktie; /* the kernel's count | 2^33 its records are tied to (as timehandsd's) */
 } V;
 
 static int64_t vd_kread(void *ctx, clockid_t id)
@@ -99,6 +100,16 @@ void vd_windup(void)
 	unsigned retries = 0;
 	uint64_t x = atomic_load_explicit(&tl->cur, memory_order_acquire);
 	int have = th_snapshot(tl, &s, &retries) == 0;
+	/* As timehandsd: the records tied to the kernel's count read before
+	 * the sample (the last one read, or an odd one, while it cannot be). */
+	int64_t koff;
+	uint32_t kcount;
+	int kpage = th_hw_kpage_real(&koff, &kcount);
+	if (kpage >= 0)
+		V.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
+	else if (!V.ktie)
+		V.ktie = (1ull << 33) | 1u;
+	th_rec_tie = V.ktie;
 	struct th_sample smp;
 	th_take_sample(&V.sp, &smp, 1, 1);
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);

@@ -285,6 +285,12 @@ static int windup(uint64_t noticed)
 	int64_t old_off_real = D.disc.off_real;
 	int fl = th_disc_observe(&D.disc, &smp, have ? &s : NULL);
 	D.windups++;
+	/* A tied record's readers take the kernel's offset for a step wherever
+	 * it differs from the record's: tied only while the held offset is the
+	 * kernel's exactly (not a bracket's, when the page could not be read
+	 * at the sample; a step since the count was read is the next tick's). */
+	if (kpage > 0 && D.disc.off_real != koff)
+		th_rec_tie = 0;
 	if (have)
 		th_disc_cover_lead(&s, &smp);
 	/* Offsets known only to within a wide bracket (every retry of the

@@ -211,6 +211,10 @@ struct th_tv {
 	int64_t nsec;
 };
 struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
+/* A REALTIME or TAI reading of the daemon's page whose record the kernel
+ * moved on from (slow.c): the record's reading where the kernel's offset is
+ * still its own, else the slow path's. */
+struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
 struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
 int th__coarse_ts_slow(int ck, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
@@ -431,8 +435,18 @@ static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck
 									  uint64_t c, int early)
 {
 	struct th_timeline *tl = th__page_tl();
+	struct th_tv v;
+	uint16_t ep;
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl_v(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early);
+	if (TH_UNLIKELY(!th__read_tl_try(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc,
+					 c, early, &v, &ep)))
+		/* REALTIME and TAI: maybe only the kernel's tick since the
+		 * record's tie (th__page_moved_v) */
+		return ck == TH_CK_REAL || ck == TH_CK_TAI ? th__page_moved_v(ck, ordered, lc)
+							   : th__fine_slow_v(ck, ordered);
+	if (ck == TH_CK_REAL)
+		th__g3_raise(v.sec, ep);
+	return v;
 }
 
 /* The read of the timeline the local word `cur` names: this process's own,

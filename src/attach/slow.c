@@ -677,6 +677,59 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 	return (struct th_tv){ts.tv_sec, ts.tv_nsec};
 }
 
+/*
+ * REALTIME or TAI from the daemon's page whose current record the kernel has
+ * moved on from (its tie, record.h) while the daemon has not tied it again
+ * yet: where the kernel's REALTIME offset is still the record's (an update
+ * that stepped nothing: its tick, a rate change), the record's reading, as
+ * if the kernel's count were still its tie; 0 otherwise (a step the daemon
+ * has not followed, the kernel updating, another record: the slow path).
+ * The offset is read from the kernel's page before the counter (ordered
+ * reads: th_hw_ctr_ordered), so the reading's counter comes after an update
+ * with that offset. The record's offset and tie are copied under its
+ * generation, which th_abi_eval checks again against the same word.
+ */
+static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out,
+						   uint16_t *oep)
+{
+	struct th_timeline *tl = th__page_tl();
+	/* Acquire: pairs with the daemon's release commit. */
+	uint64_t pcur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	const struct th_rec *r = &tl->ring[TH_CUR_SLOT(pcur) % TH_RING];
+	/* Acquire, the fields, fence, generation again: as th_snapshot. */
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
+	int64_t ro = atomic_load_explicit(&r->off_real, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
+	    !(ks >> 33 & 1) || (ks >> 32 & 1))
+		return 0;
+	int64_t kor;
+	uint32_t kseq;
+	if (th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
+		return 0;
+	uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
+	int64_t sec, n;
+	if (!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, pcur), pcur, ck, 1, c,
+			 th__late_ctr, &tiep, TH__EVAL_STEP, 1, (const uint64_t *)(const void *)&th__P.tl.cur, lc,
+			 &th__sh_ctr_ref, &th__sh_delta_ref, &sec, &n, oep))
+		return 0;
+	*out = (struct th_tv){sec, n};
+	return 1;
+}
+
+struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc)
+{
+	struct th_tv v;
+	uint16_t ep;
+	if (!page_tied_try(ck, ordered, lc, &v, &ep))
+		return th__fine_slow_v(ck, ordered);
+	if (ck == TH_CK_REAL)
+		th__g3_raise(v.sec, ep);
+	return v;
+}
+
 /* The fine read from the daemon's page, one copy per clock. */
 struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
 {

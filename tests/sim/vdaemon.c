@@ -44,6 +44,20 @@ static int64_t vd_kread(void *ctx, clockid_t id)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec - lag;
 }
 
+/* REALTIME - MONOTONIC from the kernel's page where it has one, as
+ * timehandsd's sampler reads it: the offsets its tied records carry are
+ * the kernel's exactly */
+static int vd_koff_real(void *ctx, int64_t *off)
+{
+	(void)ctx;
+	int64_t o;
+	uint32_t seq;
+	if (th_hw_kpage_real(&o, &seq) <= 0)
+		return 0;
+	*off = o;
+	return 1;
+}
+
 static uint64_t vd_ctr(void *ctx)
 {
 	(void)ctx;
@@ -87,7 +101,7 @@ int vd_init(uint64_t tick_ns, double nominal_hz, int adopt, int64_t lag_ns)
 		th_page_init(th__page_area.bytes, &id);
 	}
 	/* no kernel data page in the simulation: offsets in brackets */
-	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns, NULL};
+	V.sp = (struct th_sampler){vd_kread, vd_ctr, NULL, ~(uint64_t)0, dc.max_sample_err_ns, vd_koff_real};
 	V.wr = (struct th_writer){.tl = th__page_tl(), .disc = &V.disc, .sp = &V.sp, .tick_ns = tick_ns};
 	return rc;
 }

@@ -563,10 +563,15 @@ static inline __attribute__((always_inline)) int th__fine_ts(int ck, int ordered
 /* The coarse reading from the coarse block of timeline `tl` (record.h),
  * given the kernel's coarse clock now (`fresh`) and how far behind it the
  * block's tick is stale. */
-static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct timespec *ts,
-								const struct th_timeline *tl, uint64_t cur,
-								uint64_t fresh, uint64_t fresh_ns, const int shared,
-								uint64_t lc)
+int th__coarse_page_moved(struct timespec *ts, uint64_t lc, uint64_t fresh, uint64_t fresh_ns) TH_HIDDEN;
+
+/* `kcp`: where the kernel's count is (th_hw_kcount_ref), or, for
+ * th__coarse_page_moved, a word holding the record's own tie (`again`: no
+ * second look then). */
+static inline __attribute__((always_inline)) int th__coarse_blk_k(int ck, struct timespec *ts,
+								  const struct th_timeline *tl, uint64_t cur,
+								  uint64_t fresh, uint64_t fresh_ns, const int shared,
+								  uint64_t lc, const uint32_t *const *kcp, const int again)
 {
 	const struct th_coarse_block *b = &tl->cb;
 	/* Acquire: the fields are loaded after the count. Pairs with the
@@ -593,10 +598,14 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct t
 	 * block's two loads of its count, so a slot rewritten since `cur`
 	 * named it makes the copy fail. */
 	if (ck == TH_CK_REAL &&
-	    TH_UNLIKELY(th__kseq_moved(atomic_load_explicit(&tl->ring[TH_CUR_SLOT(cur) % TH_RING].kseq,
-							    memory_order_relaxed),
-				       TH_CK_REAL, 0)))
+	    TH_UNLIKELY(th_abi_kseq_moved(atomic_load_explicit(&tl->ring[TH_CUR_SLOT(cur) % TH_RING].kseq,
+							       memory_order_relaxed),
+					  TH_CK_REAL, kcp, 0))) {
+		/* the page's: maybe only the kernel's tick since its tie */
+		if (shared && !again)
+			return th__coarse_page_moved(ts, lc, fresh, fresh_ns);
 		goto slow;
+	}
 	int64_t sec = atomic_load_explicit(&b->sec[ck], memory_order_relaxed);
 	ts->tv_sec = (time_t)sec;
 	ts->tv_nsec = (long)atomic_load_explicit(&b->nsec[ck], memory_order_relaxed);
@@ -617,6 +626,14 @@ static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct t
 		return 0;
 slow:
 	return ck == TH_CK_REAL ? th__coarse_real_slow(ts) : th__coarse_ts_slow(TH_CK_MONO, ts, NULL);
+}
+
+static inline __attribute__((always_inline)) int th__coarse_blk(int ck, struct timespec *ts,
+								const struct th_timeline *tl, uint64_t cur,
+								uint64_t fresh, uint64_t fresh_ns, const int shared,
+								uint64_t lc)
+{
+	return th__coarse_blk_k(ck, ts, tl, cur, fresh, fresh_ns, shared, lc, th_hw_kcount_ref(), 0);
 }
 
 static inline __attribute__((always_inline)) int th__coarse_ts_at(int ck, struct timespec *ts, uint64_t cur,

@@ -825,6 +825,34 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 #endif
 }
 
+/*
+ * Coarse REALTIME from the daemon's page whose current record the kernel
+ * moved on from (th__coarse_blk): where the kernel's REALTIME offset is
+ * still the record's (its tick), the page's coarse block as it is, with the
+ * record's tie standing in for the kernel's count; else the slow path (which
+ * takes a fine reading with the kernel's offset of now after a step). `lc`,
+ * `fresh`, `fresh_ns`: th__coarse_ts_at's.
+ */
+int th__coarse_page_moved(struct timespec *ts, uint64_t lc, uint64_t fresh, uint64_t fresh_ns)
+{
+	struct th_timeline *tl = th__page_tl();
+	/* Acquire: pairs with the daemon's release commit. */
+	uint64_t pcur = atomic_load_explicit(&tl->cur, memory_order_acquire);
+	const struct th_rec *r = &tl->ring[TH_CUR_SLOT(pcur) % TH_RING];
+	/* Acquire, the fields, fence, generation again: as th_snapshot. */
+	uint32_t g = atomic_load_explicit(&r->gen, memory_order_acquire);
+	uint64_t ks = atomic_load_explicit(&r->kseq, memory_order_relaxed);
+	int64_t ro = atomic_load_explicit(&r->off_real, memory_order_relaxed);
+	atomic_thread_fence(memory_order_acquire);
+	int64_t kor;
+	uint32_t kseq;
+	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
+	    !(ks >> 33 & 1) || (ks >> 32 & 1) || th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
+		return th__coarse_real_slow(ts);
+	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
+	return th__coarse_blk_k(TH_CK_REAL, ts, tl, pcur, fresh, fresh_ns, 1, lc, &tiep, 1);
+}
+
 int th__coarse_real_slow(struct timespec *ts)
 {
 	uint16_t ep;

@@ -269,6 +269,7 @@ int th__attach(void)
 		return z == TH_ATTACHED ? 0 : -1;
 	struct th_proc *p = &th__P;
 	struct th_wipe *nw = w;
+	int child = p->inited;
 	if (!p->inited) {
 		first_attach(p);
 		nw = map_wipe_page();
@@ -277,10 +278,20 @@ int th__attach(void)
 	/* A fork child lands here too: the lock may be held by a thread that
 	 * does not exist in this process, and the writer state may be half
 	 * updated. The records themselves stay valid (same counter, same
-	 * kernel clocks) and become the floor of what follows. */
+	 * kernel clocks) and become the floor of what follows; the discipline
+	 * goes on from their offsets and REALTIME epoch, so that the epochs
+	 * keep counting up (the G3 floor and the floors of a switch are kept
+	 * per epoch) and a step is measured from the offsets served. */
 	reset_writer(p);
 	atomic_store_explicit(&p->lock, th_hw_self(), memory_order_relaxed);
 	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	if (child && TH_CUR_SLOT(x) != TH_SLOT_SHARED) {
+		struct th_snap cs;
+		unsigned r = 0;
+		if (th_snapshot(&p->tl, &cs, &r) == 0)
+			th_disc_continue(&th__W.disc, &cs);
+	}
+	th__tie_begin();
 	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
 		th__windup_locked(p); /* a fork child of a process reading the page */
 	} else if (p->passthrough || !th__W.counter_usable) {
@@ -297,6 +308,7 @@ int th__attach(void)
 		th__local_windup(p, 0);
 		th__try_shared(p, 1); /* at most a millisecond at start (G8); joins */
 	}
+	th__tie_end();
 	atomic_store_explicit(&p->lock, 0, memory_order_release);
 	publish_fast_state();
 	/* Release: everything above is visible to a reader whose acquire load

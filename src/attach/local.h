@@ -90,6 +90,10 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x);
 #endif
 void th__local_windup(struct th_proc *p, int joining);
 void th__windup_locked(struct th_proc *p);
+/* The lock holder's records tied to no update the kernel may finish (where
+ * its data page is read), until th__tie_end: see th__windup_locked. */
+void th__tie_begin(void);
+void th__tie_end(void);
 
 /* shared.c: timehandsd's page: floors, usability, join and leave */
 uint64_t th__floor_ns(const struct th_proc *p, int ck);

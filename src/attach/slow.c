@@ -451,6 +451,33 @@ static uint64_t fine_ns(int ck)
 	return (uint64_t)ts_ns(&ts);
 }
 
+/*
+ * G3 for a coarse REALTIME reading *ts: the floor's second (g3 word `w`, the
+ * largest second a fine REALTIME reading returned) where it lies above *ts,
+ * once a fine reading now shows that second too. A fine reading below it
+ * means the kernel stepped REALTIME back since the floor was raised, which
+ * the floor's epoch does not always show (readings the kernel served while
+ * this process attached carry the epoch its first records start with, and
+ * *ts may be of the epoch before the step): then that fine reading, which
+ * shows the step, with the coarse floor raised to a MONOTONIC reading after
+ * it, so that no coarse reading that follows goes back below it.
+ */
+static void g3_floor(struct timespec *ts, uint64_t w)
+{
+	int64_t fs = (int64_t)(w & TH_G3_SECMASK);
+	if (fs <= (int64_t)ts->tv_sec || fs > INT64_MAX / NS_PER_S)
+		return;
+	int64_t f = (int64_t)fine_ns(TH_CK_REAL);
+	if (f >= fs * NS_PER_S) {
+		ts->tv_sec = (time_t)fs;
+		ts->tv_nsec = 0;
+		return;
+	}
+	ns_to_ts(f, ts);
+	if (__atomic_load_n(&th__P.have_kcoarse, __ATOMIC_RELAXED))
+		th__raise_coarse_floor(&th__P, fine_ns(TH_CK_MONO));
+}
+
 /* Release: the reading `v` came from (the load of cur that chose the local
  * records or the page) comes before the raise; pairs with the acquire load
  * of th__coarse_slow. */
@@ -807,11 +834,7 @@ int th__coarse_kv_slow(int ck, struct timespec *ts)
 			return 0;
 		}
 		ns_to_ts((int64_t)(m + (uint64_t)off), ts);
-		uint64_t w = atomic_load_explicit(&p->g3, memory_order_relaxed);
-		if ((int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
-			ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
-			ts->tv_nsec = 0;
-		}
+		g3_floor(ts, atomic_load_explicit(&p->g3, memory_order_relaxed));
 		return 0;
 	}
 	th__fine(ck, 1, ts);
@@ -860,10 +883,8 @@ int th__coarse_real_slow(struct timespec *ts)
 	int exact = th__coarse_slow(TH_CK_REAL, &ns, &ep);
 	ns_to_ts((int64_t)ns, ts);
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
-	if (!exact && (uint16_t)(w >> 48) == ep && (int64_t)(w & TH_G3_SECMASK) > (int64_t)ts->tv_sec) {
-		ts->tv_sec = (time_t)(w & TH_G3_SECMASK);
-		ts->tv_nsec = 0;
-	}
+	if (!exact && (uint16_t)(w >> 48) == ep)
+		g3_floor(ts, w);
 	return 0;
 }
 

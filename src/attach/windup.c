@@ -344,8 +344,10 @@ static int recommit(struct th_proc *p, uint64_t x, const struct th_snap *v, uint
  */
 static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t off, uint32_t seq)
 {
+	/* Offsets the discipline holds (a fork child's are those of its
+	 * records, th__attach): a step is taken relative to them. */
 	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || (uint32_t)s->kseq == seq ||
-	    th_disc_offsets_wide(&th__W.disc))
+	    !th__W.disc.have_offsets || th_disc_offsets_wide(&th__W.disc))
 		return 0;
 	for (int t = 0; t < 16; t++) {
 		if (t)
@@ -388,8 +390,11 @@ static void local_windup(struct th_proc *p, int joining);
 
 void th__local_windup(struct th_proc *p, int joining)
 {
+	/* local_windup ties its own commits to the count it reads; what its
+	 * caller commits afterwards keeps the caller's tie */
+	uint64_t outer = th_rec_tie;
 	local_windup(p, joining);
-	th_rec_tie = 0; /* set by local_windup for its own commits only */
+	th_rec_tie = outer;
 }
 
 static void local_windup(struct th_proc *p, int joining)
@@ -541,6 +546,45 @@ static void local_windup(struct th_proc *p, int joining)
 	th__install_line(&s, have);
 }
 
+/* Records written on the way to the daemon's page or away from it
+ * (transitions, copies of the page's line, a line after a switch that failed,
+ * the first records of an attach) carry offsets no windup read from the
+ * kernel's page just before: the page's, which may be from before a step the
+ * daemon has not followed, or this process's last. Where that page is read
+ * they are tied to an odd count no finished update shows, so that the next
+ * REALTIME or TAI reader serves the kernel's offset of now and winds up
+ * (local_windup ties its own records to the count it reads). Every holder of
+ * the windup lock brackets its commits with these two. */
+void th__tie_begin(void)
+{
+	int64_t koff;
+	uint32_t kcount;
+	th_rec_tie = th_hw_kpage_real(&koff, &kcount) != 0 ? (1ull << 33) | 1u : 0;
+}
+
+void th__tie_end(void)
+{
+	th_rec_tie = 0;
+}
+
+static void windup_locked(struct th_proc *p)
+{
+	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
+	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
+		/* The daemon publishes; this process only checks on it when a
+		 * reader found its record due, expired or stale. */
+		uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
+		struct th_snap ps;
+		int dead;
+		if (!th__page_usable(p, now, &ps, &dead))
+			th__leave_shared(p, now, dead);
+		return;
+	}
+	if (th__try_shared(p, 2))
+		return;
+	th__local_windup(p, 0);
+}
+
 void th__windup_locked(struct th_proc *p)
 {
 	if (th__test_windup_hook)
@@ -550,34 +594,9 @@ void th__windup_locked(struct th_proc *p)
 #endif
 	if (th__test_windup_hook_after)
 		th__test_windup_hook_after();
-	uint64_t x = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-	/* Records written on the way to the daemon's page or away from it
-	 * (transitions, copies of the page's line, a line after a switch that
-	 * failed) carry offsets this windup did not read from the kernel's
-	 * page: the page's, which may be from before a step the daemon has not
-	 * followed, or this process's last. Where that page is read they are
-	 * tied to an odd count no finished update shows, so that the next
-	 * REALTIME or TAI reader serves the kernel's offset of now and winds up
-	 * (local_windup ties its own records to the count it reads). */
-	int64_t koff;
-	uint32_t kcount;
-	th_rec_tie = th_hw_kpage_real(&koff, &kcount) != 0 ? (1ull << 33) | 1u : 0;
-	if (TH_CUR_SLOT(x) == TH_SLOT_SHARED) {
-		/* The daemon publishes; this process only checks on it when a
-		 * reader found its record due, expired or stale. */
-		uint64_t now = (uint64_t)kread_ns(CLOCK_MONOTONIC);
-		struct th_snap ps;
-		int dead;
-		if (!th__page_usable(p, now, &ps, &dead))
-			th__leave_shared(p, now, dead);
-		th_rec_tie = 0;
-		return;
-	}
-	int shared = th__try_shared(p, 2);
-	th_rec_tie = 0;
-	if (shared)
-		return;
-	th__local_windup(p, 0);
+	th__tie_begin();
+	windup_locked(p);
+	th__tie_end();
 }
 
 #ifndef TH_SIM

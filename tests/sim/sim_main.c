@@ -276,6 +276,44 @@ static void sc_step_kpage_shared(struct sim_config *c)
 	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
 }
 
+/* The process's writer held up at its transitions to and from the daemon's
+ * page (its first attach, a join, a fork child's attach, a leave) while the
+ * kernel steps REALTIME every millisecond or two: the records it writes on
+ * the way carry offsets it did not read from the kernel's page, so readers
+ * must not serve them as the kernel's offset of now. */
+static void sc_attach_kpage_shared(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->daemon = 1;
+	c->duration_ns = 60 * MS;
+	uint64_t r = mix(c->seed ^ 0x61746b);
+	for (int i = 0; i < 24; i++, r = mix(r)) {
+		int64_t at = MS + (int64_t)i * 3 * MS / 2 + (int64_t)(r % (uint64_t)MS);
+		sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)), 0);
+	}
+	static const char *const at_steps[] = {"transit", "share", "unshare", "unshare-kernel", "unshare-line", "join"};
+	for (int t = 0; t < c->threads && t < 4; t++, r = mix(r))
+		sim_add_window(c, t, at_steps[r % 6], MS + (int64_t)((r >> 8) % (uint64_t)(6 * MS)), 0, 0, 40 * MS);
+	if ((r >> 40) % 2)
+		c->fork_at_read = 200 + (int)((r >> 44) % 2000);
+}
+
+/* A fork child in local mode whose records are tied to a kernel update
+ * that a REALTIME step has since moved on from: its first windup reties the
+ * parent's line, and the step is taken from the offsets the records carry
+ * (TAI too), not from a discipline that has none. */
+static void sc_fork_kpage_step(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->duration_ns = 10 * MS;
+	c->gap_ns = 100000;
+	uint64_t r = mix(c->seed ^ 0x666f726b);
+	for (int i = 0; i < 24; i++, r = mix(r)) /* the oracle tells 32 epochs apart */
+		sim_add_event(c, MS + (int64_t)i * 300000 + (int64_t)(r % 200000), EV_STEP_REAL,
+			      (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(500 * MS)), 0);
+	c->fork_at_read = 20 + (int)((r >> 40) % 120);
+}
+
 /* Nothing but the kernel's updates (its ticks): every one sends readers of
  * a tied line to a windup that reties it (one time in eight the page is
  * found mid-update), with the offsets read from the page exactly. */
@@ -540,6 +578,8 @@ static const struct scenario scenarios[] = {
 	{"step-kpage", sc_step_kpage},
 	{"baseline-kpage", sc_baseline_kpage},
 	{"step-kpage-shared", sc_step_kpage_shared},
+	{"attach-kpage-shared", sc_attach_kpage_shared},
+	{"fork-kpage-step", sc_fork_kpage_step},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},
 	{"misestimate-high", sc_misestimate},

@@ -44,12 +44,23 @@ cleanup() {
 trap cleanup EXIT
 
 failed=()
+failed_lines=()
 run() { # name, command...
 	local name=$1
 	shift
 	tier_log "$name"
-	if ! timeout -s TERM 600 "$@"; then
+	local rc
+	set +e
+	timeout -s TERM 600 "$@" 2>&1 | tee "$tmp/run.log"
+	rc=${PIPESTATUS[0]}
+	set -e
+	if [ "$rc" -ne 0 ]; then
 		failed+=("$name")
+		# kept for the summary, which is what the end of a long log shows
+		failed_lines+=("$name (exit $rc):")
+		while IFS= read -r l; do
+			failed_lines+=("$l")
+		done < <(grep -E 'FAIL|first:|reason now:' "$tmp/run.log" || true)
 	fi
 }
 
@@ -154,6 +165,8 @@ for other in tsc kvm-clock; do
 done
 
 if [ ${#failed[@]} -gt 0 ]; then
+	tier_log "what failed:"
+	printf '    %s\n' "${failed_lines[@]}"
 	die "failed: ${failed[*]}"
 fi
 tier_log "ok"

@@ -344,10 +344,10 @@ static int recommit(struct th_proc *p, uint64_t x, const struct th_snap *v, uint
  */
 static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t off, uint32_t seq)
 {
-	/* Offsets the discipline holds (a fork child's are those of its
-	 * records, th__attach): a step is taken relative to them. */
+	/* A step is taken relative to the offsets the discipline holds (a
+	 * fork child's are those of its records: th__attach). */
 	if (s->kind != TH_REC_LINE || !(s->flags & TH_RECF_TIED) || (uint32_t)s->kseq == seq ||
-	    !th__W.disc.have_offsets || th_disc_offsets_wide(&th__W.disc))
+	    th_disc_offsets_wide(&th__W.disc))
 		return 0;
 	for (int t = 0; t < 16; t++) {
 		if (t)

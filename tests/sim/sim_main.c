@@ -254,6 +254,18 @@ static void sc_step_kpage(struct sim_config *c)
 	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
 }
 
+/* n REALTIME steps of alternating sign, the i-th at first + i * period plus
+ * up to `jitter`, each of 1 ns to `max`; returns the generator's state after
+ * them. */
+static uint64_t add_real_steps(struct sim_config *c, uint64_t r, int n, int64_t first, int64_t period, int64_t jitter,
+			       int64_t max)
+{
+	for (int i = 0; i < n; i++, r = mix(r))
+		sim_add_event(c, first + i * period + (int64_t)(r % (uint64_t)jitter), EV_STEP_REAL,
+			      (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)max), 0);
+	return r;
+}
+
 /* The virtual daemon's page with the kernel's: its records are tied to the
  * kernel's updates too (as timehandsd's), so a reader of the page shows a
  * step before the daemon follows it. Steps both ways every few ticks (no
@@ -266,12 +278,7 @@ static void sc_step_kpage_shared(struct sim_config *c)
 	c->kpage = 1;
 	c->daemon = 1;
 	c->duration_ns = 200 * MS;
-	uint64_t r = mix(c->seed ^ 0x6b7073);
-	for (int i = 0; i < 14; i++, r = mix(r)) {
-		int64_t at = (12 + 13 * i) * MS + (int64_t)(r % (uint64_t)(4 * MS));
-		sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)), 0);
-	}
-	r = mix(r);
+	uint64_t r = mix(add_real_steps(c, mix(c->seed ^ 0x6b7073), 14, 12 * MS, 13 * MS, 4 * MS, 900 * MS));
 	int64_t d = (r >> 16) % 8 == 0 ? SIM_FOREVER : 1000 + (int64_t)((r >> 20) % (uint64_t)(20 * MS));
 	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
 }
@@ -286,11 +293,7 @@ static void sc_attach_kpage_shared(struct sim_config *c)
 	c->kpage = 1;
 	c->daemon = 1;
 	c->duration_ns = 60 * MS;
-	uint64_t r = mix(c->seed ^ 0x61746b);
-	for (int i = 0; i < 24; i++, r = mix(r)) {
-		int64_t at = MS + (int64_t)i * 3 * MS / 2 + (int64_t)(r % (uint64_t)MS);
-		sim_add_event(c, at, EV_STEP_REAL, (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(900 * MS)), 0);
-	}
+	uint64_t r = add_real_steps(c, mix(c->seed ^ 0x61746b), 24, MS, 3 * MS / 2, MS, 900 * MS);
 	static const char *const at_steps[] = {"transit", "share", "unshare", "unshare-kernel", "unshare-line", "join"};
 	for (int t = 0; t < c->threads && t < 4; t++, r = mix(r))
 		sim_add_window(c, t, at_steps[r % 6], MS + (int64_t)((r >> 8) % (uint64_t)(6 * MS)), 0, 0, 40 * MS);
@@ -307,10 +310,8 @@ static void sc_fork_kpage_step(struct sim_config *c)
 	c->kpage = 1;
 	c->duration_ns = 10 * MS;
 	c->gap_ns = 100000;
-	uint64_t r = mix(c->seed ^ 0x666f726b);
-	for (int i = 0; i < 24; i++, r = mix(r)) /* the oracle tells 32 epochs apart */
-		sim_add_event(c, MS + (int64_t)i * 300000 + (int64_t)(r % 200000), EV_STEP_REAL,
-			      (i % 2 ? -1 : 1) * (int64_t)(1 + (r >> 16) % (uint64_t)(500 * MS)), 0);
+	/* 24 steps: the oracle tells 32 epochs apart */
+	uint64_t r = add_real_steps(c, mix(c->seed ^ 0x666f726b), 24, MS, 300000, 200000, 500 * MS);
 	c->fork_at_read = 20 + (int)((r >> 40) % 120);
 }
 

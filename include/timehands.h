@@ -118,7 +118,7 @@ int th_status(struct th_status *st, size_t size);
 #define TH__FAST_ABI 1
 struct th__fast {
 	uint32_t abi;                    /* TH__FAST_ABI */
-	uint32_t minor;                  /* 1: ksec and kseq exist */
+	uint32_t minor;                  /* 1: ksec and kseq exist; 6: g3's seconds never 0 */
 	time_t (*time_fn)(time_t *);     /* the kernel's time(); NULL until attached */
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
 	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
@@ -145,7 +145,8 @@ static __attribute__((noinline, unused)) time_t th__time_call(time_t *t, const s
 	const struct th__fast *f = __atomic_load_n(cache, __ATOMIC_RELAXED);
 	if (f == 0) {
 		f = th__fast();
-		if (f->abi != TH__FAST_ABI || f->minor < 1)
+		/* minor 6: th_abi_time_read may read ksec without kseq */
+		if (f->abi != TH__FAST_ABI || f->minor < 6)
 			f = &none;
 		__atomic_store_n(cache, f, __ATOMIC_RELAXED);
 	}
@@ -169,14 +170,13 @@ static inline time_t th__time_inline(time_t *t)
 	static const struct th__fast *cache;
 	const struct th__fast *f = __atomic_load_n(&cache, __ATOMIC_RELAXED);
 	if (__builtin_expect(f != 0, 1)) {
-		/* Acquire: pairs with the library's release store of ksec,
-		 * after kseq; g3 is a fixed address. ksec is NULL until the
-		 * library has attached, and again if its direct reads stop
-		 * agreeing with the vDSO. */
+		/* Acquire: pairs with the library's release store of ksec;
+		 * g3 is a fixed address. ksec is NULL until the library has
+		 * attached, and again if its direct reads stop agreeing with
+		 * the vDSO. */
 		const uint64_t *ks = __atomic_load_n(&f->ksec, __ATOMIC_ACQUIRE);
 		uint64_t tk;
-		if (__builtin_expect(ks != 0 && th_abi_time_read(__atomic_load_n(&f->kseq, __ATOMIC_RELAXED), ks, f->g3, &tk),
-				     1)) {
+		if (__builtin_expect(ks != 0 && th_abi_time_read(ks, f->g3, &tk), 1)) {
 			if (t)
 				*t = (time_t)tk;
 			return (time_t)tk;

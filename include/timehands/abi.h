@@ -296,27 +296,31 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 
 /* The seconds of the G3 floor word (th__fast.g3: [47:0] seconds, [63:48]
  * REALTIME epoch), the largest second a fine REALTIME reading of the
- * process has returned. */
+ * process has returned; TH_ABI_G3_NONE before the first one of an epoch,
+ * never 0 (th_abi_time_read). */
 #define TH_ABI_G3_SECMASK 0xffffffffffffULL
+#define TH_ABI_G3_NONE 1ULL
 
 /*
  * time() from memory, behind the library's, the preload's and
- * <timehands.h>'s: the kernel's cached second *ksec, read while its data
- * page's count *kseq is even (a time namespace's page has it odd), is
- * served where it equals the floor's second in *g3 (a second above it is
- * the library's to serve, below it cannot follow a REALTIME reading: G3).
- * 1 with *out, 0 where the caller must ask further. Relaxed loads: the
- * kernel writes the second as one word and its time() reads it so; the
- * floor is one word too, raised at most once per second.
+ * <timehands.h>'s: the kernel's cached second *ksec is served where it
+ * equals the floor's second in *g3 (a second above it is the library's to
+ * serve, below it cannot follow a REALTIME reading: G3). 1 with *out, 0
+ * where the caller must ask further. Relaxed loads: the kernel writes the
+ * second as one word and its own time() reads it so, without its count;
+ * the floor is one word too, raised at most once per second. A time
+ * namespace's data page, which replaces the kernel's page 0 in a process
+ * that joins one, carries offsets where the kernel's page has bases and
+ * none for REALTIME: its REALTIME slot reads 0, which no floor equals
+ * (TH_ABI_G3_NONE), so no count needs reading to refuse it.
  */
-static inline __attribute__((always_inline)) int th_abi_time_read(const uint32_t *kseq, const uint64_t *ksec,
-								  const uint64_t *g3, uint64_t *out)
+static inline __attribute__((always_inline)) int th_abi_time_read(const uint64_t *ksec, const uint64_t *g3,
+								  uint64_t *out)
 {
-	uint32_t sq = __atomic_load_n(kseq, __ATOMIC_RELAXED);
 	uint64_t tk = __atomic_load_n(ksec, __ATOMIC_RELAXED);
 	uint64_t w = __atomic_load_n(g3, __ATOMIC_RELAXED);
 	*out = tk;
-	return __builtin_expect(((sq & 1) == 0) & (tk == (w & TH_ABI_G3_SECMASK)), 1);
+	return __builtin_expect(tk == (w & TH_ABI_G3_SECMASK), 1);
 }
 
 /* The same for a second `tk` the kernel's time() returned. */

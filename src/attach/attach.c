@@ -17,7 +17,8 @@
 #include "local.h"
 #include "timehands.h"
 
-struct th_proc th__P __attribute__((aligned(64)));
+/* The G3 floor starts at TH_G3_NONE, never 0 (th_abi_time_read). */
+struct th_proc th__P __attribute__((aligned(64))) = {.g3 = TH_G3_NONE};
 struct th_wstate th__W;
 struct th_page_area th__page_area;
 static struct th_wipe wipe_static;
@@ -77,16 +78,18 @@ static void reset_writer(struct th_proc *p)
 /* minor 2: the timeline and the G3 floor, for the header's inline fine
  * reads (fixed addresses: set here, before any read); minor 3: whether they
  * may read the counter first (th_proc.ctr_early; at and after the first
- * attach, how); minor 5: attached, set at the first attach (release) after
- * everything else here; minor 4: the counter from
- * which the page serves an early one (th_proc.sh_ctr). The simulation has
+ * attach, how); minor 4: the counter from which the page serves an early
+ * one (th_proc.sh_ctr); minor 5: attached, set at the first attach
+ * (release) after everything else here; minor 6: the G3 floor's seconds are
+ * never 0 (TH_G3_NONE before a first fine REALTIME reading of an epoch), so
+ * that a time namespace's page refuses itself to th_abi_time_read. The simulation has
  * its own counter: no inline reads there. */
 #if defined(TH_SIM) || !(defined(__x86_64__) || defined(__aarch64__))
 #define TH_INLINE_TL_ABI 0
 #else
 #define TH_INLINE_TL_ABI TH_ABI_VERSION
 #endif
-static struct th__fast fast_state = {TH__FAST_ABI, 5, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+static struct th__fast fast_state = {TH__FAST_ABI, 6, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
 				      (const uint32_t *)(const void *)&th__P.sh_delta,
 				      (const uint32_t *)(const void *)&th__P.ctr_early,
@@ -118,14 +121,15 @@ static void publish_fast_state(void)
 {
 #ifndef TH_SIM
 	/* kseq before ksec, which is stored with release: a reader that sees
-	 * ksec non-NULL (acquire) finds kseq valid. ksec only ever goes to
+	 * ksec non-NULL (acquire) finds kseq valid (programs built with a
+	 * header before minor 6 read it for time()). ksec only ever goes to
 	 * NULL afterwards. */
 	const uint32_t *kseq = __atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED);
 	if (kseq)
 		__atomic_store_n(&fast_state.kseq, kseq, __ATOMIC_RELAXED);
 	if (kseq && __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED) != NULL)
-		/* Release: the header's inline th_time() finds kseq (and g3)
-		 * once it sees ksec. */
+		/* Release: the header's inline th_time() finds kseq once it
+		 * sees ksec. */
 		__atomic_store_n(&fast_state.ksec, __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED),
 				 __ATOMIC_RELEASE);
 #endif
@@ -246,6 +250,7 @@ static void first_attach(struct th_proc *p)
 void th_sim_reset_process(void)
 {
 	memset(&th__P, 0, sizeof th__P);
+	atomic_store_explicit(&th__P.g3, TH_G3_NONE, memory_order_relaxed);
 	memset(&th__W, 0, sizeof th__W);
 	atomic_store_explicit(&wipe_static.state, TH_UNATTACHED, memory_order_relaxed);
 	atomic_store_explicit(&th__wipe, &wipe_static, memory_order_relaxed);

@@ -36,6 +36,7 @@ struct th_wipe {
 };
 
 #define TH_G3_SECMASK TH_ABI_G3_SECMASK
+#define TH_G3_NONE TH_ABI_G3_NONE
 
 /*
  * Shared mode. timehandsd's page is mapped read-only over this page-aligned
@@ -662,16 +663,15 @@ int th__coarse_ts_k(int ck, struct timespec *ts, uint64_t cur) TH_HIDDEN;
  * th_time()'s fast path where the kernel's seconds are read from its data
  * page (kdata.h): 1 (and *t set) when the kernel's second equals the G3
  * floor, the largest second a fine REALTIME reading of this process
- * returned; 0 otherwise (no direct read, another second, or a page whose
- * count is odd: a time namespace's).
+ * returned; 0 otherwise (no direct read, another second, or a time
+ * namespace's page, whose REALTIME slot reads 0: th_abi_time_read).
  */
 static inline __attribute__((always_inline)) int th__time_kdata(time_t *t, time_t *out)
 {
 	const uint64_t *rs = __atomic_load_n(&th_kdata.real_sec, __ATOMIC_RELAXED);
 	uint64_t tk;
 	if (TH_UNLIKELY(rs == NULL) ||
-	    TH_UNLIKELY(!th_abi_time_read(__atomic_load_n(&th_kdata.seq, __ATOMIC_RELAXED), rs,
-					  (const uint64_t *)(const void *)&th__P.g3, &tk)))
+	    TH_UNLIKELY(!th_abi_time_read(rs, (const uint64_t *)(const void *)&th__P.g3, &tk)))
 		return 0;
 	if (TH_UNLIKELY(t != NULL)) /* time(NULL), the common call, branches nowhere */
 		*t = (time_t)tk;

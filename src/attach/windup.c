@@ -165,7 +165,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 		    llabs(smp.off_boot - th__W.disc.off_boot) > smp.off_boot_hw + slack) {
 			int fl = th_disc_observe(&th__W.disc, &smp, NULL);
 			if (fl & TH_OBS_STEP)
-				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48 | TH_G3_NONE, memory_order_relaxed);
 		}
 		th__publish_kernel(NULL, &smp, p->tick_ns);
 		atomic_store_explicit(&p->kv_on, 0, memory_order_relaxed);
@@ -224,7 +224,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 	smp.tick = v.tick;
 	int fl = th_disc_observe(&th__W.disc, &smp, prev);
 	if (!prev || (fl & TH_OBS_STEP))
-		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48 | TH_G3_NONE, memory_order_relaxed);
 	v.epoch = th__W.disc.epoch;
 	atomic_store_explicit(&p->kv_off_real, v.off_real, memory_order_relaxed);
 	/* Before Linux 6.15 the kernel's coarse clocks are its fine base at
@@ -364,7 +364,7 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 				/* the seconds floor of the old epoch forgotten
 				 * before the record of the new one is visible (the
 				 * commit is a release) */
-				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+				atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48 | TH_G3_NONE, memory_order_relaxed);
 			v.off_real = th__W.disc.off_real;
 			v.off_tai = th__W.disc.off_tai;
 			v.epoch = th__W.disc.epoch;
@@ -465,7 +465,7 @@ static void local_windup(struct th_proc *p, int joining)
 		/* REALTIME was stepped: forget the seconds floor of the old
 		 * epoch before any record of the new epoch is visible (the
 		 * commit below is a release). */
-		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48, memory_order_relaxed);
+		atomic_store_explicit(&p->g3, (uint64_t)th__W.disc.epoch << 48 | TH_G3_NONE, memory_order_relaxed);
 	}
 
 	if (!ctr) {

@@ -18,7 +18,10 @@
  *             namespace (setns: its page 0 becomes the namespace's, whose
  *             count is odd and whose REALTIME "base" is an offset of 0):
  *             th_time(), inline and library, still equals the kernel's
- *             time(), and the direct coarse read reports "updating" (root).
+ *             time(), and the direct coarse read reports "updating" (root);
+ *             the same for a fresh process that attached without any fine
+ *             REALTIME reading (no G3 second yet) and calls th_time() first
+ *             thing after setns (`test_kdata setns-fresh`, root).
  *   off       th_kdata_off: reads report "no direct read" and coarse clocks
  *             stay correct through the vDSO.
  *   record    th_kconv_record on random conversions: the record's readings,
@@ -286,10 +289,10 @@ static void child_verdict(pid_t pid, const char *name, const char *why)
 	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s child status %#x", name, st);
 }
 
-static int setns_child(void)
+/* Moves this (single-threaded) process into a new time namespace with a
+ * MONOTONIC offset: 0, or 77 where time namespaces are refused here. */
+static int join_new_timens(void)
 {
-	time_t t0 = th_time(NULL); /* attach, and a fine read sets the G3 floor */
-	(void)t0;
 	if (unshare(CLONE_NEWTIME) != 0)
 		return 77;
 	int fd = open("/proc/self/timens_offsets", O_WRONLY);
@@ -300,6 +303,56 @@ static int setns_child(void)
 	if (fd < 0 || setns(fd, CLONE_NEWTIME) != 0)
 		return 77;
 	close(fd);
+	return 0;
+}
+
+/* The seconds of a fine REALTIME reading of the kernel, rounded up where
+ * G1's microsecond reaches the next second. */
+static time_t kernel_real_sec_up(void)
+{
+	struct timespec f;
+	clock_gettime(CLOCK_REALTIME, &f);
+	return f.tv_nsec + 1000 >= 1000000000 ? f.tv_sec + 1 : f.tv_sec;
+}
+
+/*
+ * A fresh process that attached without any fine REALTIME reading (its G3
+ * floor holds no second yet), then joined a new time namespace, whose page
+ * now lies where the direct time() read looks: its REALTIME slot reads 0.
+ * The first th_time() calls, library and inline, before anything turns the
+ * direct read off, must still be the kernel's second (run as
+ * `test_kdata setns-fresh`, root).
+ */
+static int setns_fresh_child(void)
+{
+	struct timespec m;
+	th_clock_gettime(CLOCK_MONOTONIC, &m); /* attach; no REALTIME reading */
+	int direct = th_kdata_mono_coarse(&(uint64_t){0});
+	int r = join_new_timens();
+	if (r != 0)
+		return r;
+	int timens;
+	vvar_start(&timens);
+	CHECK(timens, "after setns page 0 is not the namespace's");
+	time_t a = th_ktime(NULL);
+	time_t x = (th_time)(NULL); /* the library's */
+	time_t y = th_time(NULL);   /* inline: its first call goes through the library */
+	time_t z = th_time(NULL);   /* inline, from memory */
+	time_t b = kernel_real_sec_up();
+	printf("setns fresh: direct read %s before setns; th_time %lld %lld %lld in [%lld, %lld]\n",
+	       direct ? "on" : "off", (long long)x, (long long)y, (long long)z, (long long)a, (long long)b);
+	CHECK(a <= x && x <= y && y <= z && z <= b, "th_time %lld/%lld/%lld outside [%lld, %lld]", (long long)x,
+	      (long long)y, (long long)z, (long long)a, (long long)b);
+	return check_done("setns fresh") ? 1 : 0;
+}
+
+static int setns_child(void)
+{
+	time_t t0 = th_time(NULL); /* attach, and a fine read sets the G3 floor */
+	(void)t0;
+	int r = join_new_timens();
+	if (r != 0)
+		return r;
 	int timens;
 	vvar_start(&timens);
 	CHECK(timens, "after setns page 0 is not the namespace's");
@@ -319,15 +372,13 @@ static int setns_child(void)
 		time_t x = th_time(NULL);
 		time_t y;
 		th_time(&y);
-		struct timespec f;
-		clock_gettime(CLOCK_REALTIME, &f);
-		time_t b = f.tv_nsec + 1000 >= 1000000000 ? f.tv_sec + 1 : f.tv_sec; /* G1's microsecond */
+		time_t b = kernel_real_sec_up();
 		CHECK(a <= x && x <= y && y <= b, "th_time %lld/%lld outside [%lld, %lld]", (long long)x, (long long)y,
 		      (long long)a, (long long)b);
 		if (check_failures)
 			break;
 	}
-	int r = check_done("setns") ? 1 : 0;
+	r = check_done("setns") ? 1 : 0;
 	fflush(stdout);
 	return r;
 }
@@ -1347,6 +1398,8 @@ int main(int argc, char **argv)
 		return coarse_step_child();
 	if (argc > 1 && strcmp(argv[1], "tied-step") == 0)
 		return tied_step_child();
+	if (argc > 1 && strcmp(argv[1], "setns-fresh") == 0)
+		return setns_fresh_child();
 	record();
 	pvrecord();
 	exact();
@@ -1359,6 +1412,8 @@ int main(int argc, char **argv)
 	coarse_step("/proc/self/exe");
 	run_child("/proc/self/exe", "tied-step", "TIMEHANDS_LINE", "own", "tied step");
 	setns_case();
+	if (getuid() == 0)
+		run_child("/proc/self/exe", "setns-fresh", "TIMEHANDS_LINE", "auto", "setns fresh");
 	off();
 	return check_done("kdata");
 }

@@ -106,6 +106,12 @@ static inline uint64_t th_abi_cur_id(uint64_t cur)
 {
 	return cur & (((uint64_t)1 << 40) - 1);
 }
+/* Nonzero where words a and b name different records: th_abi_cur_id of
+ * a ^ b as a shift, which needs no register for a 40-bit mask. */
+static inline uint64_t th_abi_cur_differ(uint64_t a, uint64_t b)
+{
+	return (a ^ b) << 24;
+}
 static inline uint32_t th_abi_gen_for(uint32_t seq)
 {
 	return seq ? seq : 1u;
@@ -243,7 +249,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		/* th_abi_read_end's fence orders the copy before these loads
 		 * (relaxed: the acquire load of lc that saw the switch orders
 		 * sh_ctr's value, that switch's or a later, larger one). */
-		if (th_abi_cur_id(__atomic_load_n(own_cur, __ATOMIC_RELAXED) ^ lc) != 0)
+		if (th_abi_cur_differ(__atomic_load_n(own_cur, __ATOMIC_RELAXED), lc) != 0)
 			return 0;
 		if (early && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
 			return 0;

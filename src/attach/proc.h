@@ -169,7 +169,7 @@ int th__attach(void) TH_HIDDEN;
 int th__warn_to_stderr(void) TH_HIDDEN;
 int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
-void th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN;
+int th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN; /* 0 */
 int th__windup_try(void) TH_HIDDEN;
 
 /* This thread's number (2 on), assigned at its first call. */
@@ -229,15 +229,20 @@ int th__kdata_recheck(void) TH_HIDDEN;
  * orders (epoch, second): a reading of a newer epoch (the kernel stepped
  * REALTIME, the record followed) replaces a floor of an older one, whatever
  * its second; a reading of an older epoch never touches a newer floor. */
-static inline void th__g3_raise(int64_t sec, uint16_t epoch)
+static inline int th__g3_raise0(int64_t sec, uint16_t epoch)
 {
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 	/* The floor's compare first: the common case falls through to the
 	 * return (a negative second, before 1970, never raises the floor; its
 	 * key has the top bits set and rarely passes the compare). */
 	if (TH_LIKELY(w >= (((uint64_t)epoch << 48) | (uint64_t)sec)) || sec < 0)
-		return;
-	th__g3_raise_slow((uint64_t)sec, epoch);
+		return 0;
+	/* a tail call where the caller returns this 0 too */
+	return th__g3_raise_slow((uint64_t)sec, epoch);
+}
+static inline void th__g3_raise(int64_t sec, uint16_t epoch)
+{
+	(void)th__g3_raise0(sec, epoch);
 }
 
 /* Nonzero when a record tied to a kernel update (kseq, record.h) is no
@@ -431,20 +436,32 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 #endif
 
 /* The read of the daemon's page; `lc`: the local word, which named the
- * shared slot; (c, early): th__read_ctr's. */
+ * shared slot; (c, early): th__read_ctr's. 1 with *v and its REALTIME epoch
+ * *ep, 0 where th__page_refused_v must read. */
+static inline __attribute__((always_inline)) int th__read_page_try(int ck, int ordered, uint64_t lc, uint64_t c,
+								    int early, struct th_tv *v, uint16_t *ep)
+{
+	struct th_timeline *tl = th__page_tl();
+	/* Acquire: pairs with the daemon's release commit. */
+	return th__read_tl_try(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early,
+			       v, ep);
+}
+
+/* A read of the daemon's page that th__read_page_try refused: REALTIME and
+ * TAI maybe only the kernel's tick since the record's tie
+ * (th__page_moved_v), else the slow path. */
+static inline __attribute__((always_inline)) struct th_tv th__page_refused_v(int ck, int ordered, uint64_t lc)
+{
+	return ck == TH_CK_REAL || ck == TH_CK_TAI ? th__page_moved_v(ck, ordered, lc) : th__fine_slow_v(ck, ordered);
+}
+
 static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck, int ordered, uint64_t lc,
 									  uint64_t c, int early)
 {
-	struct th_timeline *tl = th__page_tl();
 	struct th_tv v;
 	uint16_t ep;
-	/* Acquire: pairs with the daemon's release commit. */
-	if (TH_UNLIKELY(!th__read_tl_try(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc,
-					 c, early, &v, &ep)))
-		/* REALTIME and TAI: maybe only the kernel's tick since the
-		 * record's tie (th__page_moved_v) */
-		return ck == TH_CK_REAL || ck == TH_CK_TAI ? th__page_moved_v(ck, ordered, lc)
-							   : th__fine_slow_v(ck, ordered);
+	if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))
+		return th__page_refused_v(ck, ordered, lc);
 	if (ck == TH_CK_REAL)
 		th__g3_raise(v.sec, ep);
 	return v;
@@ -480,16 +497,26 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		return store(th__read_word_v(cur, ck, ordered, 0, 0), out);                                    \
 	}                                                                                                      \
-	static __attribute__((noinline)) int name##_page(type *out, uint64_t lc, uint64_t c)                   \
+	static __attribute__((noinline)) int name##_refused(type *out, uint64_t lc)                            \
 	{                                                                                                      \
-		return store(th__read_page_v(ck, ordered, lc, c, 1), out);                                     \
+		return store(th__page_refused_v(ck, ordered, lc), out);                                        \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name##_slow(type *out)                                            \
 	{                                                                                                      \
 		return store(th__fine_slow_v(ck, ordered), out);                                               \
 	}                                                                                                      \
-	/* the caller's value written before the G3 floor's raise, which     \
-	 * then needs nothing kept across its call */                                                          \
+	/* _page and _own: the caller's value written before the G3 floor's  \
+	 * raise, which then needs nothing kept across its call, and a        \
+	 * refusal a tail call: no register to save on the way */             \
+	static __attribute__((noinline)) int name##_page(type *out, uint64_t lc, uint64_t c)                   \
+	{                                                                                                      \
+		struct th_tv v;                                                                                \
+		uint16_t ep;                                                                                   \
+		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, 1, &v, &ep)))                           \
+			return name##_refused(out, lc);                                                        \
+		store(v, out);                                                                                 \
+		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+	}                                                                                                      \
 	static __attribute__((noinline)) int name##_own(type *out, uint64_t cur, uint64_t c)                   \
 	{                                                                                                      \
 		struct th_tv v;                                                                                \
@@ -497,9 +524,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, 1, &v, &ep)))           \
 			return name##_slow(out);                                                               \
 		store(v, out);                                                                                 \
-		if (ck == TH_CK_REAL)                                                                          \
-			th__g3_raise(v.sec, ep);                                                               \
-		return 0;                                                                                      \
+		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
 	}                                                                                                      \
 	static inline __attribute__((always_inline)) int name##_go(type *out, uint64_t cur, uint64_t c)       \
 	{                                                                                                      \

@@ -52,7 +52,7 @@ static int kernel_first(struct th_proc *p, int ck, uint64_t *ns)
 	*ns = r; /* the writer stalled in its first windup: the kernel's clock */
 	return 1;
 }
-void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
+int th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 {
 	uint64_t w = atomic_load_explicit(&th__P.g3, memory_order_relaxed);
 	uint64_t want = ((uint64_t)epoch << 48) | sec;
@@ -62,7 +62,8 @@ void th__g3_raise_slow(uint64_t sec, uint16_t epoch)
 	while (w < want)
 		if (atomic_compare_exchange_weak_explicit(&th__P.g3, &w, want, memory_order_relaxed,
 							  memory_order_relaxed))
-			return;
+			return 0;
+	return 0;
 }
 
 /* A record whose offsets may not be served: the kernel's own clock for

@@ -90,19 +90,33 @@ static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
 /* The offset of clock `sel` from record s's MONOTONIC into *off; for a tied
  * record (TH_RECF_TIED), which the kernel may have moved on from by a step
  * not yet wound up, REALTIME's and TAI's with the kernel's REALTIME offset
- * now. 0 when that offset cannot be read now (the kernel updating at every
- * try): the caller reads again rather than serve an offset from before a
- * step. */
-static int tied_offset(const struct th_snap *s, int sel, int64_t *off)
+ * now, and in *kc the kernel's count it was read under (as a tie of every
+ * clock, bit 32; 0 where no kernel offset was read), for tied_still. 0 when
+ * that offset cannot be read now (the kernel updating at every try): the
+ * caller reads again rather than serve an offset from before a step. */
+static int tied_offset(const struct th_snap *s, int sel, int64_t *off, uint64_t *kc)
 {
 	int64_t kor;
+	uint32_t seq;
 	*off = snap_offset(s, sel);
+	*kc = 0;
 	if (!(s->flags & TH_RECF_TIED) || (sel != TH_SEL_REAL && sel != TH_SEL_TAI))
 		return 1;
-	if (!th_hw_koff_real(&kor))
+	if (th_hw_kpage_real(&kor, &seq) <= 0)
 		return 0;
 	*off += kor - s->off_real;
+	*kc = (uint64_t)1 << 32 | seq;
 	return 1;
+}
+
+/* After the counter c, or the kernel's reading, that tied_offset's offset
+ * is served with: 1 while the kernel's count is still the one the offset
+ * was read under (kc 0: nothing to check), as the kernel's vDSO re-reads its
+ * own after its counter. A step between the two reads would otherwise be
+ * served on the line of after it with the offset of before it. */
+static int tied_still(uint64_t kc, uint64_t c)
+{
+	return kc == 0 || th_abi_kseq_moved(kc, TH_CK_REAL, th_hw_kcount_ref(), c) == 0;
 }
 
 /* A kernel's line the kernel moved on from, while another thread holds the
@@ -137,7 +151,8 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	 * record's offsets may be those before a step). */
 	int exact = kernel_own(p, s, ck);
 	int64_t toff;
-	if (!tied_offset(s, sel, &toff))
+	uint64_t kc;
+	if (!tied_offset(s, sel, &toff, &kc))
 		return 0; /* read again */
 	uint64_t off = (uint64_t)toff;
 	uint64_t ke = (uint64_t)kread_ns(exact ? exact_clock(ck) : line_clock(line));
@@ -147,6 +162,8 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
 	/* The kernel's counter read happens before what follows. */
 	th_hw_order_after_kread();
+	if (!tied_still(kc, 0))
+		return 0; /* a step since the offset: read again */
 	switch (s->kind) {
 	case TH_REC_LINE: /* expired: a windup may be pending with an older sample */
 		/* A pvclock line below the kernel: the next one must start
@@ -176,17 +193,20 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
  * and REALTIME's offset has changed since (a step the daemon has not
  * followed yet): REALTIME's and TAI's then the kernel's of now; 0 when that
  * cannot be read now (the kernel updating: read again). A process that does
- * not read the kernel's page cannot tell a step: the record's offset. */
-static int page_offset(const struct th_snap *s, int sel, int64_t *off)
+ * not read the kernel's page cannot tell a step: the record's offset. *kc:
+ * as tied_offset's. */
+static int page_offset(const struct th_snap *s, int sel, int64_t *off, uint64_t *kc)
 {
 	int64_t kor;
 	uint32_t kseq;
 	*off = snap_offset(s, sel);
+	*kc = 0;
 	if (!(s->flags & TH_RECF_TIED) || (sel != TH_SEL_REAL && sel != TH_SEL_TAI))
 		return 1;
 	int r = th_hw_kpage_real(&kor, &kseq);
 	if (r <= 0)
 		return r < 0 ? 0 : 1;
+	*kc = (uint64_t)1 << 32 | kseq; /* for tied_still */
 	if (kor == s->off_real)
 		return 1;
 	*off += kor - s->off_real;
@@ -242,9 +262,10 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 	 * yet); then the floors of the switch, of the epoch before the step,
 	 * no longer apply. */
 	int64_t off = 0;
+	uint64_t kc = 0;
 	int stepped = 0;
 	if (have) {
-		int t = page_offset(&ps, sel, &off);
+		int t = page_offset(&ps, sel, &off, &kc);
 		if (t == 0)
 			return 0; /* the kernel updating: read again (or, last, the kernel's clock) */
 		stepped = t == 2;
@@ -252,6 +273,8 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 		if (ps.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
 			int64_t d = (int64_t)(c - ps.anchor);
+			if (!tied_still(kc, c))
+				return 0; /* a step since the offset: read again */
 			if (d >= ps.dmin && d <= ps.dhi) {
 				if (d >= ps.ddue)
 					th__windup_try(); /* the daemon is late: check on it */
@@ -273,7 +296,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 	uint64_t v = th_phi_page(k, C > f ? C : f, have && ps.bound[line] ? ps.bound[line] : 1000);
 	atomic_fetch_add_explicit(&p->slow_reads, 1, memory_order_relaxed);
 	th_hw_order_after_kread();
-	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc))
+	if (TH_CUR_ID(atomic_load_explicit(&p->tl.cur, memory_order_acquire)) != TH_CUR_ID(lc) || !tied_still(kc, 0))
 		return 0;
 	/* The page's word still names the record copied, after the kernel
 	 * read (ordered before this load above; acquire, as any load of the
@@ -389,11 +412,17 @@ again:;
 			 * (th__install_line, the kernel's own) from a sample
 			 * taken before this reading fails and samples again. */
 			int64_t toff;
+			uint64_t kc;
 			if ((s.flags & TH_RECF_TIED) && d >= s.dmin && d <= s.dhi) {
-				if (!tied_offset(&s, sel, &toff))
+				if (!tied_offset(&s, sel, &toff, &kc))
 					continue; /* the kernel's offset: read again */
 				if (!th_announce(&p->tl, s.cur))
 					continue; /* committed meanwhile: read it */
+				/* the counter again, after the offset (tied_still) */
+				c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+				d = (int64_t)(c - s.anchor);
+				if (!tied_still(kc, c) || d < s.dmin || d > s.dhi)
+					continue;
 				if (d < s.dlo)
 					d = s.dlo;
 				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
@@ -421,13 +450,19 @@ again:;
 	 * anything returned before it); the kernel's own clock after the
 	 * kernel's line. */
 	int64_t toff;
-	if (kernel_own(p, &s, ck) || !tied_offset(&s, sel, &toff))
+	uint64_t kc;
+	if (kernel_own(p, &s, ck) || !tied_offset(&s, sel, &toff, &kc))
 		return kernel_exact(ck, ns);
 	if (s.kind == TH_REC_LINE && (s.flags & TH_RECF_TIED)) {
 		/* A tied line is still the line inside its window (the tie
 		 * only asks for a windup): its value, announced as above. */
 		uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
 		int64_t d = (int64_t)(c - s.anchor);
+		if (!tied_still(kc, c)) {
+			if (++rounds < 8)
+				goto again; /* a step since the offset */
+			return kernel_exact(ck, ns);
+		}
 		if (d >= s.dmin && d <= s.dhi) {
 			if (th_announce(&p->tl, s.cur)) {
 				if (d < s.dlo)
@@ -440,6 +475,12 @@ again:;
 		}
 	}
 	uint64_t k = (uint64_t)kread_ns(line_clock(line));
+	th_hw_order_after_kread();
+	if (!tied_still(kc, 0)) {
+		if (++rounds < 8)
+			goto again; /* a step since the offset */
+		return kernel_exact(ck, ns);
+	}
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)toff;
 	return 0;
 }
@@ -574,7 +615,8 @@ int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch)
 			if (got && sel == TH_SEL_REAL && (s.flags & TH_RECF_TIED) &&
 			    th__kseq_moved(s.kseq, TH_CK_REAL, 0)) {
 				int64_t o;
-				int t = page_offset(&s, TH_SEL_REAL, &o);
+				uint64_t okc;
+				int t = page_offset(&s, TH_SEL_REAL, &o, &okc);
 				if (t == 0)
 					continue; /* the kernel updating: read again */
 				if (t == 2)
@@ -736,7 +778,14 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out,
 	uint32_t kseq;
 	if (th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
 		return 0;
+	TH_STEP("page_tied");
 	uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+	/* The kernel's count after the counter, as the kernel's vDSO re-reads
+	 * its own: still the update whose offset was compared, so that a step
+	 * between that read and the counter is not served on the line of after
+	 * it with the offset of before (a bit 32 tie: every clock's). */
+	if (th_abi_kseq_moved((uint64_t)1 << 32 | kseq, ck, th_hw_kcount_ref(), c) != 0)
+		return 0;
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
 	int64_t sec, n;
 	if (!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, pcur), pcur, ck, 1, c,

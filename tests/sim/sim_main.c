@@ -283,6 +283,19 @@ static void sc_step_kpage_shared(struct sim_config *c)
 	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
 }
 
+/* A reader of the daemon's page whose record the kernel has moved on from
+ * by a tick (th__page_moved_v) held up between its read of the kernel's
+ * REALTIME offset and its counter read, while the kernel steps REALTIME
+ * every few ticks: a step in between is the kernel's at that counter. */
+static void sc_moved_kpage_shared(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->daemon = 1;
+	c->duration_ns = 100 * MS;
+	uint64_t r = add_real_steps(c, mix(c->seed ^ 0x6d6f76), 14, 5 * MS, 6 * MS, 2 * MS, 900 * MS);
+	sim_add_stall(c, -1, "page_tied", 1 + (int)((r >> 8) % 20), 300000 + (int64_t)((r >> 20) % (uint64_t)(8 * MS)));
+}
+
 /* The process's writer held up at its transitions to and from the daemon's
  * page (its first attach, a join, a fork child's attach, a leave) while the
  * kernel steps REALTIME every millisecond or two: the records it writes on
@@ -580,6 +593,7 @@ static const struct scenario scenarios[] = {
 	{"baseline-kpage", sc_baseline_kpage},
 	{"step-kpage-shared", sc_step_kpage_shared},
 	{"attach-kpage-shared", sc_attach_kpage_shared},
+	{"moved-kpage-shared", sc_moved_kpage_shared},
 	{"fork-kpage-step", sc_fork_kpage_step},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},

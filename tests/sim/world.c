@@ -39,6 +39,9 @@ static struct {
 	int64_t fam_off[5][32];
 	int fam_epoch[5];
 	int64_t fam_change_T[5];
+	/* the line (mono_at) where each epoch began: one that ended serves
+	 * no value of the line past its end (do_read) */
+	int64_t fam_start_line[5][32];
 	int64_t last_disc_T;   /* last counter discontinuity or suspend */
 	int64_t last_step_T, last_suspend_T, last_rate_T;
 	int64_t last_rate_delta_ppb;
@@ -106,6 +109,7 @@ static void note_offsets(void)
 		if (W.fam_off[f][W.fam_epoch[f]] != off[f] && W.fam_epoch[f] < 31) {
 			W.fam_off[f][++W.fam_epoch[f]] = off[f];
 			W.fam_change_T[f] = W.T;
+			W.fam_start_line[f][W.fam_epoch[f]] = mono_at(W.T);
 		}
 	}
 }
@@ -671,6 +675,14 @@ static void do_read(int op)
 		if (W.cfg->kpage && f == F_REAL && !coarse && ep < W.fam_epoch[f] && t0 > W.fam_change_T[f])
 			violation(&O.res->g1, "G1 %s T=%lld: the kernel's step of %lld ns ago not shown (epoch %d of %d)", name,
 				  (long long)t0, (long long)(t0 - W.fam_change_T[f]), ep, W.fam_epoch[f]);
+		/* ... and one that shows an epoch the kernel had left shows it
+		 * at a line value of that epoch's time: the offset and the line
+		 * of one instant of the read, not an offset from before a step
+		 * on the line of after it. */
+		if (W.cfg->kpage && f == F_REAL && !coarse && ep < W.fam_epoch[f] &&
+		    v - W.fam_off[f][ep] > W.fam_start_line[f][ep + 1] + eps)
+			violation(&O.res->g1, "G1 %s T=%lld: epoch %d's offset on the line %lld ns past its end", name,
+				  (long long)t0, ep, (long long)(v - W.fam_off[f][ep] - W.fam_start_line[f][ep + 1]));
 		if (ep > O.max_epoch[f])
 			O.max_epoch[f] = ep;
 	}

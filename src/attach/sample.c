@@ -88,7 +88,12 @@ void th_sample_offsets(struct th_sampler *sp, struct th_sample *s)
 	 * preempted kernel read cannot widen it); then only BOOTTIME is
 	 * bracketed. */
 	int64_t exact;
-	int have_exact = sp->koff_real && sp->koff_real(sp->ctx, &exact);
+	int have_exact = 0;
+	/* A few tries: a bracket is what a page found mid-update (the kernel
+	 * updating) would leave, and readers that compare the kernel's offset
+	 * with a record's would take its error for a step (page_offset). */
+	for (int k = 0; k < 4 && !have_exact && sp->koff_real; k++)
+		have_exact = sp->koff_real(sp->ctx, &exact);
 	if (have_exact) {
 		s->off_real = exact;
 		s->off_real_hw = 0;

@@ -115,6 +115,7 @@ static void note_offsets(void)
 }
 
 static void daemon_event(const struct sim_event *e);
+static int trace, in_trace;
 
 static void apply_events(void)
 {
@@ -138,6 +139,9 @@ static void apply_events(void)
 			W.off_real += e->arg;
 			W.step_epoch++;
 			W.last_step_T = W.T;
+			if (trace)
+				printf("  KERNEL T=%lld REALTIME step %+lld ns: offset %lld\n", (long long)W.T,
+				       (long long)e->arg, (long long)W.off_real);
 			break;
 		case EV_SUSPEND:
 			rebase_mono();
@@ -224,7 +228,6 @@ static struct vthread TH[SIM_MAX_THREADS];
 static int nthreads, cur = -1;
 static ucontext_t sched_ctx;
 
-static int trace, in_trace;
 static void trace_records(void);
 static int trace_on(void);
 

@@ -87,6 +87,13 @@ static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
 	       (s->kind == TH_REC_KERNEL && !p->trust.usable && th_snap_ceiling(s, th__ck_line(ck)) == 0);
 }
 
+/* The kernel's count `seq` as a tie of every clock (bit 32), for
+ * tied_still. */
+static inline uint64_t kcount_tie(uint32_t seq)
+{
+	return (uint64_t)1 << 32 | seq;
+}
+
 /* The offset of clock `sel` from record s's MONOTONIC into *off; for a tied
  * record (TH_RECF_TIED), which the kernel may have moved on from by a step
  * not yet wound up, REALTIME's and TAI's with the kernel's REALTIME offset
@@ -105,15 +112,16 @@ static int tied_offset(const struct th_snap *s, int sel, int64_t *off, uint64_t 
 	if (th_hw_kpage_real(&kor, &seq) <= 0)
 		return 0;
 	*off += kor - s->off_real;
-	*kc = (uint64_t)1 << 32 | seq;
+	*kc = kcount_tie(seq);
 	return 1;
 }
 
-/* After the counter c, or the kernel's reading, that tied_offset's offset
- * is served with: 1 while the kernel's count is still the one the offset
- * was read under (kc 0: nothing to check), as the kernel's vDSO re-reads its
- * own after its counter. A step between the two reads would otherwise be
- * served on the line of after it with the offset of before it. */
+/* After the counter c, or the kernel's reading, that a kernel offset read
+ * under count kc (tied_offset, page_offset, page_tied_try) is served with:
+ * 1 while the kernel's count is still that one (kc 0: nothing to check),
+ * as the kernel's vDSO re-reads its own after its counter. A step between
+ * the two reads would otherwise be served on the line of after it with the
+ * offset of before it. */
 static int tied_still(uint64_t kc, uint64_t c)
 {
 	return kc == 0 || th_abi_kseq_moved(kc, TH_CK_REAL, th_hw_kcount_ref(), c) == 0;
@@ -206,7 +214,7 @@ static int page_offset(const struct th_snap *s, int sel, int64_t *off, uint64_t 
 	int r = th_hw_kpage_real(&kor, &kseq);
 	if (r <= 0)
 		return r < 0 ? 0 : 1;
-	*kc = (uint64_t)1 << 32 | kseq; /* for tied_still */
+	*kc = kcount_tie(kseq);
 	if (kor == s->off_real)
 		return 1;
 	*off += kor - s->off_real;
@@ -780,11 +788,8 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out,
 		return 0;
 	TH_STEP("page_tied");
 	uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
-	/* The kernel's count after the counter, as the kernel's vDSO re-reads
-	 * its own: still the update whose offset was compared, so that a step
-	 * between that read and the counter is not served on the line of after
-	 * it with the offset of before (a bit 32 tie: every clock's). */
-	if (th_abi_kseq_moved((uint64_t)1 << 32 | kseq, ck, th_hw_kcount_ref(), c) != 0)
+	/* still the update whose offset was compared */
+	if (!tied_still(kcount_tie(kseq), c))
 		return 0;
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
 	int64_t sec, n;

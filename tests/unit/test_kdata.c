@@ -290,7 +290,8 @@ static void child_verdict(pid_t pid, const char *name, const char *why)
 }
 
 /* Moves this (single-threaded) process into a new time namespace with a
- * MONOTONIC offset: 0, or 77 where time namespaces are refused here. */
+ * MONOTONIC offset and checks that its page 0 is now the namespace's: 0,
+ * or 77 where time namespaces are refused here. */
 static int join_new_timens(void)
 {
 	if (unshare(CLONE_NEWTIME) != 0)
@@ -303,6 +304,9 @@ static int join_new_timens(void)
 	if (fd < 0 || setns(fd, CLONE_NEWTIME) != 0)
 		return 77;
 	close(fd);
+	int timens;
+	vvar_start(&timens);
+	CHECK(timens, "after setns page 0 is not the namespace's");
 	return 0;
 }
 
@@ -331,9 +335,6 @@ static int setns_fresh_child(void)
 	int r = join_new_timens();
 	if (r != 0)
 		return r;
-	int timens;
-	vvar_start(&timens);
-	CHECK(timens, "after setns page 0 is not the namespace's");
 	time_t a = th_ktime(NULL);
 	time_t x = (th_time)(NULL); /* the library's */
 	time_t y = th_time(NULL);   /* inline: its first call goes through the library */
@@ -353,9 +354,6 @@ static int setns_child(void)
 	int r = join_new_timens();
 	if (r != 0)
 		return r;
-	int timens;
-	vvar_start(&timens);
-	CHECK(timens, "after setns page 0 is not the namespace's");
 	uint64_t v;
 	CHECK(!th_kdata_mono_coarse(&v), "direct coarse read from a time namespace's page");
 	struct th_status st;

@@ -297,7 +297,7 @@ static int windup(uint64_t noticed)
 	 * sample preempted): measured again now, and if still wide, nothing
 	 * is published this tick: a page record carries no flags, and its
 	 * offsets would be served as they are (th_disc_offsets_wide). */
-	fl |= th_sample_offsets_again(&D.sp, &D.disc);
+	fl |= th_sample_offsets_again(&D.sp, &D.disc, ctr);
 	if (D.last_off_boot && smp.off_boot - D.last_off_boot > 1000000) {
 		logmsg(LOG_NOTICE, "resume detected: BOOTTIME - MONOTONIC grew by %lld ms",
 		       (long long)((smp.off_boot - D.last_off_boot) / 1000000));

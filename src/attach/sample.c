@@ -65,15 +65,21 @@ void th_take_sample(struct th_sampler *sp, struct th_sample *s, int ctr, int ful
 			s->tai_ok = 1;
 		}
 	}
+	/* After every offset read: a step they show happened before it. */
+	if (ctr)
+		s->c_off = sp->ctr(sp->ctx);
 }
 
-int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d)
+int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d, int ctr)
 {
 	int fl = 0;
 	for (int i = 0; i < 8 && th_disc_offsets_wide(d); i++) {
 		struct th_sample o;
 		memset(&o, 0, sizeof o);
 		th_sample_offsets(sp, &o);
+		o.counter_ok = ctr;
+		if (ctr)
+			o.c_off = sp->ctr(sp->ctx);
 		fl |= th_disc_observe_offsets(d, &o);
 	}
 	return fl;

@@ -40,8 +40,9 @@ void th_sample_offsets(struct th_sampler *sp, struct th_sample *s);
 
 /* A publisher whose page records carry no flags (timehandsd): the offsets
  * measured again, up to 8 times, while th_disc_offsets_wide. Returns the
- * TH_OBS_* flags of those observations. */
-int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d);
+ * TH_OBS_* flags of those observations. `ctr`: the counter may be read (a
+ * step found is dated by it: th_sample.c_off). */
+int th_sample_offsets_again(struct th_sampler *sp, struct th_disc *d, int ctr);
 
 /* Just the kernel's values a TRANSIT guard needs. */
 void th_quick_sample(struct th_sampler *sp, struct th_sample *s);

@@ -214,7 +214,7 @@ int th__kv_windup(struct th_proc *p, const struct th_snap *prev, uint64_t x)
 	struct th_sample smp;
 	memset(&smp, 0, sizeof smp);
 	smp.counter_ok = !below_update;
-	smp.c = smp.c_raw = c;
+	smp.c = smp.c_raw = smp.c_off = c;
 	smp.mono = (int64_t)th_kconv_ns(&k, TH_KC_MONO, c);
 	smp.raw = (int64_t)th_kconv_ns(&k, TH_KC_RAW, c);
 	smp.off_real = v.off_real;
@@ -352,7 +352,9 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 	for (int t = 0; t < 16; t++) {
 		if (t)
 			x = atomic_load_explicit(&p->tl.cur, memory_order_relaxed);
-		int64_t d = (int64_t)(th_hw_ctr_ordered() - s->anchor);
+		/* after the offset's read: the step had happened by it */
+		uint64_t c = th_hw_ctr_ordered();
+		int64_t d = (int64_t)(c - s->anchor);
 		if (d < 0 || d >= s->ddue)
 			return 0;
 		/* the same line again: no ordering needed for the values */
@@ -360,7 +362,7 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 		th_snap_to_val(s, &v);
 		if (off != s->off_real) {
 			TH_STEP("step");
-			if (th_disc_step_to(&th__W.disc, off))
+			if (th_disc_step_to(&th__W.disc, off, c))
 				/* the seconds floor of the old epoch forgotten
 				 * before the record of the new one is visible (the
 				 * commit is a release) */
@@ -368,6 +370,8 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 			v.off_real = th__W.disc.off_real;
 			v.off_tai = th__W.disc.off_tai;
 			v.epoch = th__W.disc.epoch;
+			/* the same line from the step on only (th_snap_cut) */
+			v.from = th__W.disc.epoch_from;
 			/* Coarse values from the line now: readers of the
 			 * moved line served the step before this commit (with
 			 * G3 floors of the old epoch, forgotten above) at

@@ -250,6 +250,7 @@ int th_disc_observe_offsets(struct th_disc *d, const struct th_sample *s)
 		d->off_real = s->off_real;
 		d->off_real_hw = s->off_real_hw;
 		d->epoch++;
+		d->epoch_from = s->counter_ok ? s->c_off : 0;
 		flags |= TH_OBS_STEP;
 	} else if (d->off_real_hw > max && s->off_real_hw < d->off_real_hw) {
 		replace_wide(&d->off_real, &d->off_real_hw, s->off_real, s->off_real_hw, max);
@@ -279,7 +280,7 @@ int th_disc_observe_offsets(struct th_disc *d, const struct th_sample *s)
 	return flags;
 }
 
-int th_disc_step_to(struct th_disc *d, int64_t off_real)
+int th_disc_step_to(struct th_disc *d, int64_t off_real, uint64_t from)
 {
 	if (d->have_offsets && off_real == d->off_real)
 		return 0;
@@ -287,6 +288,7 @@ int th_disc_step_to(struct th_disc *d, int64_t off_real)
 	d->off_real = off_real;
 	d->off_real_hw = 0;
 	d->epoch++;
+	d->epoch_from = from;
 	return 1;
 }
 
@@ -315,6 +317,7 @@ void th_disc_continue(struct th_disc *d, const struct th_snap *s)
 	if (s->kind == TH_REC_EMPTY)
 		return;
 	d->epoch = s->epoch;
+	d->epoch_from = 0; /* the other writer's records of it were cut by it */
 	th_disc_hold_offsets(d, s);
 }
 
@@ -371,6 +374,7 @@ static uint32_t err_bound(const struct th_disc *d, int l, double err_ns, double 
 static void common_fields(struct th_disc *d, const struct th_sample *s, struct th_snap *out)
 {
 	out->epoch = d->epoch;
+	out->from = d->epoch_from;
 	out->off_real = d->off_real;
 	out->off_boot = d->off_boot;
 	out->off_tai = d->off_tai;

@@ -31,6 +31,10 @@ struct th_sample {
 	int64_t tai_sec;       /* TAI - REALTIME, whole seconds */
 	int tai_ok;            /* tai_sec was measured (else the held offset stays) */
 	uint64_t tick;         /* kernel MONOTONIC_COARSE, ns */
+	/* An ordered counter read after the offsets were read (a sample
+	 * with the counter and the offsets; else 0): a step they show
+	 * had happened by this counter. */
+	uint64_t c_off;
 };
 
 struct th_line_disc {
@@ -73,6 +77,10 @@ struct th_disc {
 	int64_t off_real_hw, off_boot_hw; /* uncertainty of the held offsets */
 	int64_t tai_sec;          /* TAI - REALTIME, whole seconds */
 	uint16_t epoch;          /* bumped when REALTIME was stepped */
+	/* A counter at which the kernel had made the step into `epoch`
+	 * (0: not known): no record of the epoch serves a counter below it
+	 * (th_snap.from). */
+	uint64_t epoch_from;
 	uint64_t resyncs;        /* discontinuities seen */
 	uint64_t window_ns;      /* window of the last planned line record */
 };
@@ -127,8 +135,9 @@ void th_disc_continue(struct th_disc *d, const struct th_snap *s);
 
 /* REALTIME's offset read exactly (the kernel's data page) at an update of the
  * kernel's that changed it (a step): held with no uncertainty, TAI's moved
- * with it, a new epoch. 1 when it differs from the held one. */
-int th_disc_step_to(struct th_disc *d, int64_t off_real);
+ * with it, a new epoch from counter `from` (read after the offset). 1 when
+ * it differs from the held one. */
+int th_disc_step_to(struct th_disc *d, int64_t off_real, uint64_t from);
 
 /* 1 when the rate of both lines is known well enough to publish a line. */
 int th_disc_ready(const struct th_disc *d);

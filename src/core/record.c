@@ -122,6 +122,38 @@ static void publish_coarse(struct th_timeline *tl, uint32_t rseq, const struct t
 	atomic_store_explicit(&b->seq, odd + 1, memory_order_release);
 }
 
+const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out)
+{
+	if (!v->from || v->kind != TH_REC_LINE || v->dlo == v->ddue || th_snap_kline(v))
+		return v;
+	int64_t e = (int64_t)(v->from - v->anchor);
+	if (e <= v->dlo)
+		return v;
+	*out = *v;
+	if (e <= 0) {
+		out->dlo = e;
+		if (out->dmin < e)
+			out->dmin = e;
+		return out;
+	}
+	if (e >= v->dhi) {
+		/* the window is over: an empty one, served by the slow path's
+		 * windup and kernel reading alone */
+		out->dlo = out->ddue = out->dmin = 0;
+		out->dhi = -1;
+		return out;
+	}
+	for (int l = 0; l < TH_NLINES; l++) {
+		th_line_at(v->ns[l], v->frac[l], v->hi[l], e, &out->ns[l], &out->frac[l]);
+		out->lo[l] = v->hi[l];
+	}
+	out->anchor = v->from;
+	out->dlo = out->dmin = 0;
+	out->ddue = v->ddue - e > 0 ? v->ddue - e : 1;
+	out->dhi = v->dhi - e;
+	return out;
+}
+
 static uint32_t gen_for(uint32_t seq)
 {
 	return TH_GEN_FOR(seq);
@@ -146,8 +178,10 @@ int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v
 int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
 	uint32_t seq = TH_CUR_SEQ(expect) + 1;
-	write_record(&tl->ring[(TH_CUR_SLOT(expect) + 1) % TH_RING], gen_for(seq), v);
-	return th_recommit(tl, expect, v);
+	struct th_snap cut;
+	const struct th_snap *w = th_snap_cut(v, &cut);
+	write_record(&tl->ring[(TH_CUR_SLOT(expect) + 1) % TH_RING], gen_for(seq), w);
+	return th_recommit(tl, expect, w);
 }
 
 uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)
@@ -155,7 +189,9 @@ uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)
 	uint64_t x = atomic_load_explicit(&tl->cur, memory_order_relaxed);
 	unsigned slot = (TH_CUR_SLOT(x) + 1) % TH_RING;
 	uint32_t seq = TH_CUR_SEQ(x) + 1;
-	write_record(&tl->ring[slot], gen_for(seq), v);
+	struct th_snap cut;
+	const struct th_snap *w = th_snap_cut(v, &cut);
+	write_record(&tl->ring[slot], gen_for(seq), w);
 	TH_STEP("commit");
 	uint64_t nw;
 	/* Only announcements can change `cur` under the single writer; they
@@ -165,6 +201,6 @@ uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)
 		nw = TH_CUR_MAKE(seq, slot, x);
 	} while (!atomic_compare_exchange_weak_explicit(&tl->cur, &x, nw, memory_order_release,
 							memory_order_relaxed));
-	publish_coarse(tl, seq, v);
+	publish_coarse(tl, seq, w);
 	return nw;
 }

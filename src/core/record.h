@@ -217,6 +217,10 @@ struct th_snap {
 	uint64_t flags;
 	uint64_t kseq;
 	uint64_t cur; /* the timeline word the record was found through */
+	/* The writer's, not in the record: a counter at which the kernel
+	 * had made the step into `epoch` (th_disc.epoch_from; 0: none).
+	 * th_commit cuts a line's window there (th_snap_cut). */
+	uint64_t from;
 };
 
 /*
@@ -494,6 +498,19 @@ static inline uint64_t th_phi_page(uint64_t k, uint64_t C, uint64_t bound)
 void th_snap_to_val(const struct th_snap *s, struct th_snap *v);
 
 /*
+ * A line record v of the discipline's serves no counter below v->from, a
+ * counter at which the kernel had made the step into v's REALTIME epoch:
+ * a reader may have read its counter before the commit (the window reaches
+ * below the anchor for it), and one read before the step would be served
+ * the new offset on the line of before it. Where v->from lies above the
+ * anchor the line is re-anchored there, the same line (exact in Q32.32),
+ * with nothing served below it. The kernel's lines (kseq without
+ * TH_RECF_TIED) are left alone: each begins at its own update. Returns v,
+ * or `out` holding the cut copy.
+ */
+const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out);
+
+/*
  * Publish v as the successor of the timeline word `expect`. The record is
  * written into the slot after the current one (never the slot `cur` names,
  * so no reader is told to use a record while it is written), then `cur` is
@@ -501,7 +518,7 @@ void th_snap_to_val(const struct th_snap *s, struct th_snap *v);
  * `cur` changed since `expect` was read (a commit or an announcement): the
  * record was written into a slot nobody uses and is simply abandoned.
  * Only one writer per timeline at a time (the caller holds the windup lock,
- * or is the daemon).
+ * or is the daemon). The record written is th_snap_cut's of v.
  */
 int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v);
 

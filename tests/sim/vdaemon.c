@@ -129,7 +129,7 @@ void vd_windup(void)
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
 	/* As timehandsd: offsets measured again while wide, and no
 	 * publication (no heartbeat) while they stay wide. */
-	fl |= th_sample_offsets_again(&V.sp, &V.disc);
+	fl |= th_sample_offsets_again(&V.sp, &V.disc, 1);
 	if (th_disc_offsets_wide(&V.disc))
 		return;
 	struct th_snap v;

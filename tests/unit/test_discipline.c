@@ -145,13 +145,13 @@ int main(void)
 	setup();
 	const int64_t off0 = d.off_real, tai0 = d.off_tai;
 	const uint16_t ep0 = d.epoch;
-	CHECK(th_disc_step_to(&d, off0) == 0 && d.epoch == ep0, "the held offset again is a step");
-	CHECK(th_disc_step_to(&d, off0 - 100 * MS) == 1, "a step of -100 ms not taken");
+	CHECK(th_disc_step_to(&d, off0, 1000) == 0 && d.epoch == ep0, "the held offset again is a step");
+	CHECK(th_disc_step_to(&d, off0 - 100 * MS, 5000) == 1 && d.epoch_from == 5000, "a step of -100 ms not taken");
 	CHECK(d.epoch == (uint16_t)(ep0 + 1) && d.off_real == off0 - 100 * MS && d.off_real_hw == 0 &&
 		      d.off_tai == tai0 - 100 * MS,
 	      "after a step: epoch %u (was %u), offset %lld ns moved, TAI's %lld, half width %lld", d.epoch, ep0,
 	      (long long)(d.off_real - off0), (long long)(d.off_tai - tai0), (long long)d.off_real_hw);
-	CHECK(th_disc_step_to(&d, off0 - 100 * MS) == 0, "the stepped offset again is a step");
+	CHECK(th_disc_step_to(&d, off0 - 100 * MS, 6000) == 0 && d.epoch_from == 5000, "the stepped offset again is a step");
 	struct th_sample o;
 	memset(&o, 0, sizeof o);
 	o.off_real = off0 - 100 * MS + 10;
@@ -160,5 +160,83 @@ int main(void)
 	CHECK(!(f & TH_OBS_STEP) && d.epoch == (uint16_t)(ep0 + 1) && d.off_real == off0 - 100 * MS,
 	      "a sample after the step moved the exact offset (flags %d, %lld ns)", f,
 	      (long long)(d.off_real - (off0 - 100 * MS)));
+
+	/* 6. A step's records serve no counter before it: a sample that finds
+	 * a step dates it by the counter read after its offsets (c_off), the
+	 * records planned in its epoch carry that counter (from), and a
+	 * commit cuts the window there (th_snap_cut): below the anchor by
+	 * raising dlo, above it by anchoring the same line there. */
+	setup();
+	{
+		struct th_sample st;
+		memset(&st, 0, sizeof st);
+		st.counter_ok = 1;
+		mono += 4 * MS;
+		ctr += 4 * MS;
+		st.c = st.c_raw = ctr;
+		st.width = st.width_raw = 20;
+		st.mono = st.raw = mono;
+		st.off_real = 1700000000LL * 1000000000LL - 250 * MS;
+		st.off_real_hw = 20;
+		st.tick = (uint64_t)mono;
+		st.c_off = ctr + 3000;
+		f = th_disc_observe(&d, &st, NULL);
+		CHECK((f & TH_OBS_STEP) && d.epoch_from == ctr + 3000, "a step dated at %llu, not at c_off %llu (flags %d)",
+		      (unsigned long long)d.epoch_from, (unsigned long long)(ctr + 3000), f);
+		struct th_snap fresh;
+		th_plan_fresh(&d, &st, NULL, &fresh);
+		CHECK(fresh.from == ctr + 3000 && fresh.epoch == d.epoch, "a record of the step's epoch from %llu",
+		      (unsigned long long)fresh.from);
+		struct th_snap cut;
+		const struct th_snap *w = th_snap_cut(&fresh, &cut);
+		CHECK(w != &fresh && w->anchor == ctr + 3000 && w->dlo == 0 && w->dmin == 0 &&
+			      w->ddue == fresh.ddue - 3000 && w->dhi == fresh.dhi - 3000,
+		      "a fresh line anchored before the step's counter: anchor +%lld, window [%lld, %lld) of %lld",
+		      (long long)(w->anchor - fresh.anchor), (long long)w->dlo, (long long)w->ddue, (long long)w->dhi);
+		for (int64_t c = 3000; c < fresh.dhi; c += 997)
+			for (int l = 0; l < TH_NLINES; l++)
+				CHECK(th_line_eval(w, l, c - 3000) == th_line_eval(&fresh, l, c),
+				      "the re-anchored line differs at +%lld on line %d", (long long)c, l);
+	}
+	{
+		struct th_snap v, cut;
+		memset(&v, 0, sizeof v);
+		v.kind = TH_REC_LINE;
+		v.anchor = 1000000;
+		v.dlo = v.dmin = -1000;
+		v.ddue = 4000;
+		v.dhi = 8000;
+		v.ns[TH_MONO] = v.ns[TH_RAW] = 5000 * MS;
+		v.hi[TH_MONO] = v.lo[TH_MONO] = v.hi[TH_RAW] = v.lo[TH_RAW] = (int64_t)1 << 32;
+		v.from = 0;
+		CHECK(th_snap_cut(&v, &cut) == &v, "a record with no step's counter cut");
+		v.from = v.anchor - 2000;
+		CHECK(th_snap_cut(&v, &cut) == &v, "a window above the step's counter cut");
+		v.from = v.anchor - 500;
+		const struct th_snap *w = th_snap_cut(&v, &cut);
+		CHECK(w->anchor == v.anchor && w->dlo == -500 && w->dmin == -500 && w->ddue == 4000,
+		      "below the anchor: window [%lld, %lld), dmin %lld", (long long)w->dlo, (long long)w->ddue,
+		      (long long)w->dmin);
+		v.from = v.anchor + 9000;
+		w = th_snap_cut(&v, &cut);
+		CHECK(w->dlo == w->ddue && w->dhi < w->dmin, "past the window: not emptied ([%lld, %lld) of %lld)",
+		      (long long)w->dlo, (long long)w->ddue, (long long)w->dhi);
+		v.from = v.anchor + 500;
+		v.kseq = (1ull << 32) | 7u; /* the kernel's line */
+		CHECK(th_snap_cut(&v, &cut) == &v, "a kernel's line cut");
+		v.flags = TH_RECF_TIED;
+		v.kseq = (1ull << 33) | 7u;
+		CHECK(th_snap_cut(&v, &cut) != &v, "a tied line of the discipline's not cut");
+		/* th_commit writes the cut record */
+		static struct th_timeline tl;
+		memset(&tl, 0, sizeof tl);
+		CHECK(th_commit(&tl, atomic_load(&tl.cur), &v) == 0, "commit");
+		struct th_snap back = {0};
+		unsigned retries = 0;
+		CHECK(th_snapshot(&tl, &back, &retries) == 0 && back.anchor == v.from && back.dlo == 0 &&
+			      back.ddue == 3500,
+		      "the committed record: anchor +%lld, window [%lld, %lld)", (long long)(back.anchor - v.anchor),
+		      (long long)back.dlo, (long long)back.ddue);
+	}
 	return check_done("test_discipline");
 }

@@ -686,10 +686,11 @@ static void do_read(int op)
 		    v - W.fam_off[f][ep] > W.fam_start_line[f][ep + 1] + eps)
 			violation(&O.res->g1, "G1 %s T=%lld: epoch %d's offset on the line %lld ns past its end", name,
 				  (long long)t0, ep, (long long)(v - W.fam_off[f][ep] - W.fam_start_line[f][ep + 1]));
-		/* ... and no earlier on the line than where its epoch began:
-		 * a record of a step serves no counter from before it (an
-		 * early counter read, th_snap_cut). */
-		if (W.cfg->kpage && f == F_REAL && !coarse && ep > 0 && ep <= W.fam_epoch[f] &&
+		/* ... and, with or without the kernel's page, no earlier on
+		 * the line than where its epoch began: a record of a step
+		 * serves no counter from before it (an early counter read,
+		 * th_snap_cut). */
+		if (f == F_REAL && !coarse && ep > 0 && ep <= W.fam_epoch[f] &&
 		    v - W.fam_off[f][ep] < W.fam_start_line[f][ep] - eps)
 			violation(&O.res->g1, "G1 %s T=%lld: epoch %d's offset on the line %lld ns before its start", name,
 				  (long long)t0, ep, (long long)(W.fam_start_line[f][ep] - (v - W.fam_off[f][ep])));

@@ -136,13 +136,8 @@ const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out)
 			out->dmin = e;
 		return out;
 	}
-	if (e >= v->dhi) {
-		/* the window is over: an empty one, served by the slow path's
-		 * windup and kernel reading alone */
-		out->dlo = out->ddue = out->dmin = 0;
-		out->dhi = -1;
-		return out;
-	}
+	if (e >= v->dhi)
+		return v;
 	for (int l = 0; l < TH_NLINES; l++) {
 		th_line_at(v->ns[l], v->frac[l], v->hi[l], e, &out->ns[l], &out->frac[l]);
 		out->lo[l] = v->hi[l];

@@ -127,7 +127,7 @@ const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out)
 	if (!v->from || v->kind != TH_REC_LINE || v->dlo == v->ddue || th_snap_kline(v))
 		return v;
 	int64_t e = (int64_t)(v->from - v->anchor);
-	if (e <= v->dlo)
+	if (e <= v->dlo || e >= v->dhi)
 		return v;
 	*out = *v;
 	if (e <= 0) {
@@ -136,8 +136,6 @@ const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out)
 			out->dmin = e;
 		return out;
 	}
-	if (e >= v->dhi)
-		return v;
 	for (int l = 0; l < TH_NLINES; l++) {
 		th_line_at(v->ns[l], v->frac[l], v->hi[l], e, &out->ns[l], &out->frac[l]);
 		out->lo[l] = v->hi[l];

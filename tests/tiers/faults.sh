@@ -49,18 +49,24 @@ run() { # name, command...
 	local name=$1
 	shift
 	tier_log "$name"
-	local rc
-	set +e
-	timeout -s TERM 600 "$@" 2>&1 | tee "$tmp/run.log"
-	rc=${PIPESTATUS[0]}
-	set -e
+	local rc try
+	for try in 1 2 3; do
+		set +e
+		timeout -s TERM 600 "$@" 2>&1 | tee "$tmp/run.log"
+		rc=${PIPESTATUS[0]}
+		set -e
+		# 75: the daemon did not answer the first reading within its
+		# millisecond (the process stays local for good): a new process
+		[ "$rc" -eq 75 ] && [ "$try" -lt 3 ] || break
+		tier_log "$name: not joined at start (run $try of 3): again in a new process"
+	done
 	if [ "$rc" -ne 0 ]; then
 		failed+=("$name")
 		# kept for the summary, which is what the end of a long log shows
 		failed_lines+=("$name (exit $rc):")
 		while IFS= read -r l; do
 			failed_lines+=("$l")
-		done < <(grep -E 'FAIL|first:|reason now:' "$tmp/run.log" || true)
+		done < <(grep -E 'FAIL|AGAIN|first:|reason now:' "$tmp/run.log" || true)
 	fi
 }
 

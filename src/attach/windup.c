@@ -499,6 +499,7 @@ static void local_windup(struct th_proc *p, int joining)
 				v.off_boot = s.off_boot;
 				v.off_tai = s.off_tai;
 				v.epoch = s.epoch;
+				v.from = 0; /* its epoch's step, if any, is behind it */
 				v.ddue = v.dhi;
 				if (th_commit(&p->tl, x, &v) == 0)
 					return;

@@ -8,6 +8,9 @@ void th_snap_to_val(const struct th_snap *s, struct th_snap *v)
 	*v = *s;
 	v->gen = 0;
 	v->cur = 0;
+	/* not in the record (th_snapshot leaves it as it was): a copy
+	 * dates no step unless its caller sets it */
+	v->from = 0;
 }
 
 /* v ns as whole seconds (rounded down) and ns in [0, 1e9). */
@@ -127,9 +130,23 @@ const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out)
 	if (!v->from || v->kind != TH_REC_LINE || v->dlo == v->ddue || th_snap_kline(v))
 		return v;
 	int64_t e = (int64_t)(v->from - v->anchor);
-	if (e <= v->dlo || e >= v->dhi)
+	if (e <= v->dlo)
 		return v;
 	*out = *v;
+	if (e >= v->dhi) {
+		/* Nothing of the window is the step's: a kernel-mode record,
+		 * due at once, that carries the line's end forward as its
+		 * ceiling, so that no record after it starts lower. */
+		out->kind = TH_REC_KERNEL;
+		for (int l = 0; l < TH_NLINES; l++) {
+			out->ceil[l] = th_snap_ceiling(v, l);
+			out->guard[l] = 0;
+		}
+		out->due_ns = 1;
+		out->dlo = out->ddue = out->dmin = 0;
+		out->dhi = -1;
+		return out;
+	}
 	if (e <= 0) {
 		out->dlo = e;
 		if (out->dmin < e)

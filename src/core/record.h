@@ -505,11 +505,11 @@ void th_snap_to_val(const struct th_snap *s, struct th_snap *v);
  * the new offset on the line of before it. Where v->from lies above the
  * anchor the line is re-anchored there, the same line (exact in Q32.32),
  * with nothing served below it. The kernel's lines (kseq without
- * TH_RECF_TIED) are left alone: each begins at its own update; so is a
- * window that ends before v->from (a record planned from a sample taken
- * at its end), whose end is the ceiling of the records after it (a rare
- * case that stays uncut). Returns v,
- * or `out` holding the cut copy.
+ * TH_RECF_TIED) are left alone: each begins at its own update. A window
+ * that ends at or before v->from (a record planned from a sample taken at
+ * its end) becomes a kernel-mode record, due at once, whose ceiling is the
+ * line's end: the records after it start no lower. Returns v, or `out`
+ * holding the cut copy.
  */
 const struct th_snap *th_snap_cut(const struct th_snap *v, struct th_snap *out);
 

@@ -217,8 +217,20 @@ int main(void)
 		CHECK(w->anchor == v.anchor && w->dlo == -500 && w->dmin == -500 && w->ddue == 4000,
 		      "below the anchor: window [%lld, %lld), dmin %lld", (long long)w->dlo, (long long)w->ddue,
 		      (long long)w->dmin);
-		v.from = v.anchor + 9000;
-		CHECK(th_snap_cut(&v, &cut) == &v, "a window over before the step's counter cut (its ceiling would drop)");
+		for (int64_t past = 8000; past <= 9000; past += 1000) {
+			v.from = v.anchor + (uint64_t)past;
+			w = th_snap_cut(&v, &cut);
+			CHECK(w != &v && w->kind == TH_REC_KERNEL && w->dhi < w->dmin && w->dlo == 0 && w->ddue == 0 &&
+				      w->due_ns != 0 && w->due_ns <= 1,
+			      "a window over by the step's counter (+%lld): kind %d, window [%lld, %lld] due at %llu",
+			      (long long)past, w->kind, (long long)w->dmin, (long long)w->dhi,
+			      (unsigned long long)w->due_ns);
+			for (int l = 0; l < TH_NLINES; l++)
+				CHECK(th_snap_ceiling(w, l) == th_snap_ceiling(&v, l),
+				      "its ceiling on line %d moved: %llu, the line's end %llu", l,
+				      (unsigned long long)th_snap_ceiling(w, l),
+				      (unsigned long long)th_snap_ceiling(&v, l));
+		}
 		v.from = v.anchor + 500;
 		v.kseq = (1ull << 32) | 7u; /* the kernel's line */
 		CHECK(th_snap_cut(&v, &cut) == &v, "a kernel's line cut");

@@ -167,6 +167,11 @@ extern struct th_wipe *_Atomic th__wipe TH_HIDDEN;
 /* Out of line (attach.c, windup.c, slow.c). */
 int th__attach(void) TH_HIDDEN;
 int th__warn_to_stderr(void) TH_HIDDEN;
+/* The slow path of a fine reading: *ns and its REALTIME epoch *epoch;
+ * returns 1 where the reading is of no epoch's G3 floor (an offset of the
+ * kernel's that no record has followed yet: a step, maybe taken back before
+ * the records follow it, which must not leave its second as the floor of
+ * the epoch before it), else 0. */
 int th__fine_slow(int ck, int ordered, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 int th__coarse_slow(int ck, uint64_t *ns, uint16_t *epoch) TH_HIDDEN;
 int th__g3_raise_slow(uint64_t sec, uint16_t epoch) TH_HIDDEN; /* 0 */

@@ -193,7 +193,9 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	}
 	}
 	*v = exact ? ke : m + off;
-	return 1;
+	/* the kernel's own, or an offset of the kernel's the record has not
+	 * followed (a step): of no epoch's G3 floor */
+	return exact || toff != snap_offset(s, sel) ? 2 : 1;
 }
 
 /* The offset of clock `sel` from page record s's MONOTONIC into *off: 1;
@@ -292,7 +294,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 				if (!page_still_read(p, lc))
 					return 0; /* read again */
 				*ns = stepped ? v : th__above_floor(p, v, ck, page_epoch(p, ps.epoch));
-				return 1;
+				return 1 + stepped;
 			}
 		}
 	}
@@ -320,7 +322,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 		    : sel == TH_SEL_TAI	 ? th__W.disc.off_tai
 					 : 0;
 	*ns = stepped ? v + (uint64_t)off : th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
-	return 1;
+	return 1 + stepped;
 }
 
 /* A commit since a pass of th__fine_slow began: to the process's word
@@ -369,8 +371,9 @@ again:;
 		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED) {
 			have = 0; /* a local snapshot of an earlier pass is superseded */
 			pass_page = atomic_load_explicit(&th__page_tl()->cur, memory_order_relaxed);
-			if (shared_value(p, lc, ck, ordered, ns, epoch, 0))
-				return 0;
+			int sv = shared_value(p, lc, ck, ordered, ns, epoch, 0);
+			if (sv)
+				return sv == 2;
 			continue;
 		}
 		int ok = th_snapshot_progress(&p->tl, &s, &retries) == 0;
@@ -434,12 +437,13 @@ again:;
 				if (d < s.dlo)
 					d = s.dlo;
 				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
-				return 0;
+				return toff != snap_offset(&s, sel);
 			}
 		}
-		if (th__kernel_value(p, &s, ck, &v)) {
+		int kv = th__kernel_value(p, &s, ck, &v);
+		if (kv) {
 			*ns = v;
-			return 0;
+			return kv == 2;
 		}
 	}
 	/* Four passes failed and no commit since the last one began. When
@@ -449,8 +453,9 @@ again:;
 	 * meanwhile. */
 	if (!have) { /* the last pass read the page */
 		uint64_t lc = atomic_load_explicit(&p->tl.cur, memory_order_acquire);
-		if (TH_CUR_SLOT(lc) == TH_SLOT_SHARED && shared_value(p, lc, ck, ordered, ns, epoch, 1))
-			return 0;
+		int sv = TH_CUR_SLOT(lc) == TH_SLOT_SHARED ? shared_value(p, lc, ck, ordered, ns, epoch, 1) : 0;
+		if (sv)
+			return sv == 2;
 		*epoch = 0;
 		return kernel_exact(ck, ns);
 	}
@@ -476,7 +481,7 @@ again:;
 				if (d < s.dlo)
 					d = s.dlo;
 				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
-				return 0;
+				return toff != snap_offset(&s, sel);
 			}
 			if (++rounds < 8)
 				goto again; /* committed meanwhile: read it */
@@ -490,7 +495,7 @@ again:;
 		return kernel_exact(ck, ns);
 	}
 	*ns = th_phi(k, th_snap_ceiling(&s, line), s.bound[line]) + (uint64_t)toff;
-	return 0;
+	return toff != snap_offset(&s, sel);
 }
 
 static uint64_t fine_ns(int ck)
@@ -748,9 +753,9 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
 	uint64_t ns;
 	uint16_t ep;
 	struct timespec ts;
-	th__fine_slow(ck, ordered, &ns, &ep);
+	int none = th__fine_slow(ck, ordered, &ns, &ep);
 	ns_to_ts((int64_t)ns, &ts);
-	if (ck == TH_CK_REAL)
+	if (ck == TH_CK_REAL && !none)
 		th__g3_raise(ts.tv_sec, ep);
 	return (struct th_tv){ts.tv_sec, ts.tv_nsec};
 }
@@ -767,8 +772,7 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
  * with that offset. The record's offset and tie are copied under its
  * generation, which th_abi_eval checks again against the same word.
  */
-static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out,
-						   uint16_t *oep)
+static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out, uint16_t *oep)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
@@ -784,6 +788,7 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out,
 		return 0;
 	int64_t kor;
 	uint32_t kseq;
+	TH_STEP("page_moved");
 	if (th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
 		return 0;
 	TH_STEP("page_tied");

@@ -296,6 +296,29 @@ static void sc_moved_kpage_shared(struct sim_config *c)
 	sim_add_stall(c, -1, "page_tied", 1 + (int)((r >> 8) % 20), 300000 + (int64_t)((r >> 20) % (uint64_t)(8 * MS)));
 }
 
+/* Steps the kernel takes back again a moment later (the second within
+ * 50 us to 2 ms of the first), while readers of the daemon's page are held
+ * up as they enter th__page_moved_v (20 us to 2 ms at every entry): a fine
+ * reading served the step's offset before any record followed it must not
+ * leave its second as the G3 floor of the epoch before the step, which
+ * after the step back would hold coarse REALTIME and time() at a second no
+ * offset of the kernel's explains (th__fine_slow). */
+static void sc_pair_kpage_shared(struct sim_config *c)
+{
+	c->kpage = 1;
+	c->daemon = 1;
+	c->duration_ns = 100 * MS;
+	uint64_t r = mix(c->seed ^ 0x706169);
+	for (int i = 0; i < 12; i++, r = mix(r)) {
+		int64_t at = (5 + 8 * i) * MS + (int64_t)(r % (uint64_t)(3 * MS));
+		int64_t x = (i % 2 ? -1 : 1) * (int64_t)(1000 + (r >> 16) % (uint64_t)(900 * MS));
+		sim_add_event(c, at, EV_STEP_REAL, x, 0);
+		sim_add_event(c, at + 50000 + (int64_t)((r >> 40) % (uint64_t)(2 * MS)), EV_STEP_REAL, -x, 0);
+	}
+	for (int t = 0; t < c->threads && t < 4; t++, r = mix(r))
+		sim_add_window(c, t, "page_moved", 20000 + (int64_t)(r % (uint64_t)(2 * MS)), 0, 0, c->duration_ns);
+}
+
 /* The process's writer held up at its transitions to and from the daemon's
  * page (its first attach, a join, a fork child's attach, a leave) while the
  * kernel steps REALTIME every millisecond or two: the records it writes on
@@ -594,6 +617,7 @@ static const struct scenario scenarios[] = {
 	{"step-kpage-shared", sc_step_kpage_shared},
 	{"attach-kpage-shared", sc_attach_kpage_shared},
 	{"moved-kpage-shared", sc_moved_kpage_shared},
+	{"pair-kpage-shared", sc_pair_kpage_shared},
 	{"fork-kpage-step", sc_fork_kpage_step},
 	{"suspend", sc_suspend},
 	{"long-pause", sc_long_pause},

@@ -567,6 +567,21 @@ static int attribute(int f, int64_t v, int64_t l0, int64_t l1, int64_t below, in
 	return found;
 }
 
+/* A value that `attribute` gave the latest of epochs with equal offsets
+ * (a step the kernel took back) lies on the line inside an earlier one of
+ * them: that epoch's offset, from where it began to where the next began. */
+static int earlier_epoch_fits(int f, int ep, int64_t v, int64_t eps)
+{
+	for (int e = ep - 1; e >= 0; e--) {
+		if (W.fam_off[f][e] != W.fam_off[f][ep])
+			continue;
+		int64_t x = v - W.fam_off[f][e];
+		if ((e == 0 || x >= W.fam_start_line[f][e] - eps) && x <= W.fam_start_line[f][e + 1] + eps)
+			return 1;
+	}
+	return 0;
+}
+
 static void do_read(int op)
 {
 	trace_records();
@@ -691,7 +706,7 @@ static void do_read(int op)
 		 * serves no counter from before it (an early counter read,
 		 * th_snap_cut). */
 		if (f == F_REAL && !coarse && ep > 0 && ep <= W.fam_epoch[f] &&
-		    v - W.fam_off[f][ep] < W.fam_start_line[f][ep] - eps)
+		    v - W.fam_off[f][ep] < W.fam_start_line[f][ep] - eps && !earlier_epoch_fits(f, ep, v, eps))
 			violation(&O.res->g1, "G1 %s T=%lld: epoch %d's offset on the line %lld ns before its start", name,
 				  (long long)t0, ep, (long long)(W.fam_start_line[f][ep] - (v - W.fam_off[f][ep])));
 		if (ep > O.max_epoch[f])

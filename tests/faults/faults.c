@@ -5,7 +5,7 @@
  *
  *   timehands-faults [--expect MODE] SCENARIO...
  *   timehands-faults --probe      exit 0 if the kernel's clock may be changed, else 77
- *   SCENARIO: freq tick tick10 pll setoffset step clocksource (or all)
+ *   SCENARIO: freq tick tick10 pll setoffset step steppair clocksource (or all)
  *   exit 75 (--expect shared): the daemon did not answer the first reading
  *   within its millisecond, so this process stays local; a new one may join
  *
@@ -410,6 +410,24 @@ static int change(const char *name, int i, char **cs_list, int ncs)
 		net_step_ms += up ? 100 : -100;
 		return 0;
 	}
+	if (!strcmp(name, "steppair")) {
+		/* A step of 100 ms taken back 50 us to 2 ms later: sooner
+		 * than a daemon or a windup may follow either. */
+		int64_t d = (up ? 100 : -100) * MS;
+		if (set_offset_ns(d) != 0) {
+			fprintf(stderr, "faults: ADJ_SETOFFSET: %s\n", strerror(errno));
+			return -1;
+		}
+		net_step_ms += up ? 100 : -100;
+		struct timespec pause = {0, 50000 + (long)((i * 389) % 1951) * 1000};
+		nanosleep(&pause, NULL);
+		if (set_offset_ns(-d) != 0) {
+			fprintf(stderr, "faults: ADJ_SETOFFSET back: %s\n", strerror(errno));
+			return -1;
+		}
+		net_step_ms -= up ? 100 : -100;
+		return 0;
+	}
 	if (!strcmp(name, "step")) {
 		int64_t t = kread(CLOCK_REALTIME) + (up ? 100 : -100) * MS;
 		struct timespec to = {(time_t)(t / NS), (long)(t % NS)};
@@ -562,7 +580,7 @@ int main(int argc, char **argv)
 	}
 	if (first >= argc && strcmp(argv[argc - 1], "--probe") != 0) {
 		fprintf(stderr, "usage: %s [--expect local|shared|kernel] SCENARIO... (freq tick tick10 pll "
-				"setoffset step clocksource, or all)\n",
+				"setoffset step steppair clocksource, or all)\n",
 			argv[0]);
 		return 2;
 	}
@@ -626,7 +644,7 @@ int main(int argc, char **argv)
 	}
 	printf("faults: %s, mode %s, clocksource %s, tick %.1f ms, kernel tick %ld us, freq %+.3f ppm\n", PATH_NAME,
 	       mode_name(st.mode), orig_cs, (double)tick_ns / 1e6, orig_tx.tick, (double)orig_tx.freq / 65536.0);
-	static const char *const all[] = {"freq", "tick", "tick10", "pll", "setoffset", "step", "clocksource"};
+	static const char *const all[] = {"freq", "tick", "tick10", "pll", "setoffset", "step", "steppair", "clocksource"};
 	int failed = 0, ran = 0;
 	for (int a = first; a < argc; a++) {
 		int is_all = !strcmp(argv[a], "all");

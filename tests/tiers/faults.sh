@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make test-faults: the real-kernel fault tier. As root, changes the kernel's
 # clock the way time daemons and operators do (adjtimex frequency, tick and PLL
-# slews, ADJ_SETOFFSET and clock_settime steps of 100 ms, clocksource
-# switches; every change undone, every step paired) while readers check G1-G5
+# slews, ADJ_SETOFFSET and clock_settime steps of 100 ms, steps taken back
+# within 2 ms, clocksource switches; every change undone, every step paired)
+# while readers check G1-G5
 # on every clock id (tests/faults/faults.c): through the library (also with
 # the counter off) and through the preload under a program that reads libc's
 # clocks, each without and with
@@ -85,8 +86,8 @@ run "preload, no daemon" "$cli" run --preload "$preload" --page none -- "$fl" "$
 own=()
 for sc in "${scenarios[@]}"; do
 	case "$sc" in
-	all) own+=(setoffset step) ;;
-	setoffset | step) own+=("$sc") ;;
+	all) own+=(setoffset step steppair) ;;
+	setoffset | step | steppair) own+=("$sc") ;;
 	esac
 done
 if [ ${#own[@]} -gt 0 ]; then

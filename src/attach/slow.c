@@ -193,9 +193,9 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	}
 	}
 	*v = exact ? ke : m + off;
-	/* the kernel's own, or an offset of the kernel's the record has not
-	 * followed (a step): of no epoch's G3 floor */
-	return exact || toff != snap_offset(s, sel) ? 2 : 1;
+	/* an offset of the kernel's the record has not followed (a step):
+	 * of no epoch's G3 floor */
+	return toff != snap_offset(s, sel) ? 2 : 1;
 }
 
 /* The offset of clock `sel` from page record s's MONOTONIC into *off: 1;

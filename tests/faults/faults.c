@@ -187,6 +187,17 @@ static int set_offset_ns(int64_t d)
 	return adjtimex(&tx) < 0 ? -1 : 0;
 }
 
+/* A REALTIME step of `ms` by ADJ_SETOFFSET, counted for restore_all. */
+static int step_by_ms(int ms)
+{
+	if (set_offset_ns((int64_t)ms * MS) != 0) {
+		fprintf(stderr, "faults: ADJ_SETOFFSET: %s\n", strerror(errno));
+		return -1;
+	}
+	net_step_ms += ms;
+	return 0;
+}
+
 static void write_cs(const char *name)
 {
 	int fd = open(cs_path, O_WRONLY);
@@ -401,41 +412,26 @@ static int change(const char *name, int i, char **cs_list, int ncs)
 		tx.offset = (up ? 1 : -1) * 1000000L; /* 1 ms, slewed by the kernel's PLL */
 		return tx_apply(&tx, "PLL offset");
 	}
-	if (!strcmp(name, "setoffset")) {
-		int64_t d = (up ? 100 : -100) * MS;
-		if (set_offset_ns(d) != 0) {
-			fprintf(stderr, "faults: ADJ_SETOFFSET: %s\n", strerror(errno));
-			return -1;
-		}
-		net_step_ms += up ? 100 : -100;
-		return 0;
-	}
+	int step_ms = up ? 100 : -100;
+	if (!strcmp(name, "setoffset"))
+		return step_by_ms(step_ms);
 	if (!strcmp(name, "steppair")) {
 		/* A step of 100 ms taken back 50 us to 2 ms later: sooner
 		 * than a daemon or a windup may follow either. */
-		int64_t d = (up ? 100 : -100) * MS;
-		if (set_offset_ns(d) != 0) {
-			fprintf(stderr, "faults: ADJ_SETOFFSET: %s\n", strerror(errno));
+		if (step_by_ms(step_ms) != 0)
 			return -1;
-		}
-		net_step_ms += up ? 100 : -100;
 		struct timespec pause = {0, 50000 + (long)((i * 389) % 1951) * 1000};
 		nanosleep(&pause, NULL);
-		if (set_offset_ns(-d) != 0) {
-			fprintf(stderr, "faults: ADJ_SETOFFSET back: %s\n", strerror(errno));
-			return -1;
-		}
-		net_step_ms -= up ? 100 : -100;
-		return 0;
+		return step_by_ms(-step_ms);
 	}
 	if (!strcmp(name, "step")) {
-		int64_t t = kread(CLOCK_REALTIME) + (up ? 100 : -100) * MS;
+		int64_t t = kread(CLOCK_REALTIME) + (int64_t)step_ms * MS;
 		struct timespec to = {(time_t)(t / NS), (long)(t % NS)};
 		if (clock_settime(CLOCK_REALTIME, &to) != 0) {
 			fprintf(stderr, "faults: clock_settime: %s\n", strerror(errno));
 			return -1;
 		}
-		net_step_ms += up ? 100 : -100;
+		net_step_ms += step_ms;
 		return 0;
 	}
 	if (!strcmp(name, "clocksource")) {

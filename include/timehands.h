@@ -98,7 +98,9 @@ struct th_status {
 	 * "timehandsd" (the daemon's page), "none" (the kernel's clocks) */
 	char line[32];
 	/* how an ordered read takes the counter: "rdtscp", "lfence;rdtsc",
-	 * "isb;cntvct", or "none" where this process does not read it */
+	 * "isb;cntvct" (before the copy of the record); "late rdtsc", "late
+	 * cntvct" (after a fence and the copy); or "none" where this process
+	 * does not read it */
 	char counter_read[16];
 };
 
@@ -233,10 +235,13 @@ static const uint32_t th__kcount_none = 1;
  * word that says whether the counter may be read first (th__fast minor >=
  * 3), which it sets at its first attach and never changes: 1 LFENCE;RDTSC
  * for an ordered read on x86-64 (the fence, then the counter, elsewhere),
- * 2 RDTSCP (x86-64, where the CPU has it); 3 a process that may not read the
- * counter first, or a library whose timeline the header does not know:
+ * 2 RDTSCP (x86-64, where the CPU has it), both right after the word; 3 an
+ * ordered read's fence after the word (x86-64; before it elsewhere), then
+ * the copy, then the counter unordered (a library that says 3 is one that
+ * knows it; an older header takes it as 4); 4 a process that may not read
+ * the counter first, or a library whose timeline the header does not know:
  * every read is the library call. Stored last, with release (pairs with the
- * acquire load in th__fine_inline): a reader that sees 1 or 2 sees the
+ * acquire load in th__fine_inline): a reader that sees 1 to 3 sees the
  * rest. */
 static struct th__fine_ctx th__fine_cache = {0, 0, 0, &th__sh_delta_none, &th__sh_ctr_none, &th__kcount_none, 0};
 static inline void th__fine_fill(void)
@@ -244,7 +249,7 @@ static inline void th__fine_fill(void)
 	if (__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0)
 		return;
 	const struct th__fast *f = th__fast();
-	uint32_t op = 3;
+	uint32_t op = 4;
 	if (f->abi == TH__FAST_ABI) {
 		/* Nothing is cached before the library has attached (acquire:
 		 * pairs with its release store of `attached`, after kseq and
@@ -257,11 +262,11 @@ static inline void th__fine_fill(void)
 			return;
 		if (f->minor >= 3 && f->tl_abi == TH_ABI_VERSION && f->tl && f->g3 && f->ctr_early) {
 			op = __atomic_load_n(f->ctr_early, __ATOMIC_RELAXED);
-			if (op != 1 && op != 2)
-				op = 3;
+			if (op - 1u >= 3u)
+				op = 4;
 		}
 	}
-	if (op != 3) {
+	if (op != 4) {
 		if (f->minor >= 4 && f->sh_ctr)
 			__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
 		if (f->kseq)
@@ -285,10 +290,18 @@ static inline void th__fine_fill(void)
  * library found it (op 2) or LFENCE;RDTSC (x86-64 keeps loads in program
  * order, so the word is loaded after every earlier load either way, and the
  * counter after both); on arm64 by the fence before the word
- * (TH__PRE_FENCE). `op`: ctr_op, 1 or 2.
+ * (TH__PRE_FENCE). `op`: ctr_op, 1 or 2. With op 3 an ordered read is
+ * ordered by the fence after the word (TH__LATE_FENCE; on arm64 the one
+ * before it), and the counter is read unordered after the copy
+ * (th__ctr_late), where it overlaps the copy's loads.
  */
 #if defined(__x86_64__)
 #define TH__PRE_FENCE() ((void)0)
+#define TH__LATE_FENCE() __asm__ volatile("lfence" ::: "memory")
+static inline __attribute__((always_inline)) uint64_t th__ctr_late(void)
+{
+	return __builtin_ia32_rdtsc();
+}
 static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, uint32_t op)
 {
 	if (ordered && __builtin_expect(op == 2, 1)) {
@@ -302,6 +315,13 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
 }
 #else
 #define TH__PRE_FENCE() __asm__ volatile("dmb ishld\n\tisb" ::: "memory")
+#define TH__LATE_FENCE() ((void)0)
+static inline __attribute__((always_inline)) uint64_t th__ctr_late(void)
+{
+	uint64_t v;
+	__asm__ volatile("mrs %0, cntvct_el0" : "=r"(v));
+	return v;
+}
 static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, uint32_t op)
 {
 	uint64_t v;
@@ -330,9 +350,15 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	const struct th_abi_timeline *own = tl;
 	uint64_t lc = __atomic_load_n(&own->cur, __ATOMIC_ACQUIRE), cur = lc;
 	int shared = th_abi_cur_slot(lc) == TH_ABI_SLOT_SHARED;
-	/* The counter now, before the record is found; the compiler barrier
-	 * keeps the loads below after it in program order. */
-	uint64_t c = ctr ? ctr() : th__ctr_op(ordered, op);
+	/* The counter now, before the record is found (the compiler barrier
+	 * keeps the loads below after it in program order); or, with op 3,
+	 * the fence now and the counter after the copy (th_abi_eval). */
+	int early = !(ordered && op == 3) || ctr;
+	uint64_t c = 0;
+	if (early)
+		c = ctr ? ctr() : th__ctr_op(ordered, op);
+	else
+		TH__LATE_FENCE();
 	__asm__ volatile("" ::: "memory");
 	if (__builtin_expect(shared, 0)) {
 		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
@@ -343,7 +369,7 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	}
 	int64_t sec, n;
 	uint16_t e16;
-	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, 1, c, 0, &x->kcount, 0, shared, &own->cur, lc,
+	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, early, c, th__ctr_late, &x->kcount, 0, shared, &own->cur, lc,
 					  &x->sh_ctr, &x->sh_delta, &sec, &n, &e16),
 			     0))
 		return 0;
@@ -380,7 +406,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	int64_t sec, n;
 	/* Acquire: pairs with th__fine_fill's release store. */
 	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(ts != 0 && op - 1u < 2u, 1)) {
+	if (__builtin_expect(ts != 0 && op - 1u < 3u, 1)) {
 		if (ordered)
 			TH__PRE_FENCE();
 		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
@@ -419,7 +445,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 {
 	int64_t sec, n;
 	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE); /* as th__fine_inline */
-	if (__builtin_expect(tv != 0 && tz == 0 && op - 1u < 2u, 1)) {
+	if (__builtin_expect(tv != 0 && tz == 0 && op - 1u < 3u, 1)) {
 		TH__PRE_FENCE();
 		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
 						  TH_ABI_CK_REAL, 1, op, 0, &sec, &n),

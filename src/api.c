@@ -343,8 +343,9 @@ counters:
 	copy_str(st.page_path, sizeof st.page_path, p->cfg.page);
 	uint32_t op = atomic_load_explicit(&p->ctr_early, memory_order_relaxed);
 	copy_str(st.counter_read, sizeof st.counter_read,
-		 op == TH_CTR_LATE     ? "none"
-		 : op == TH_CTR_RDTSCP ? "rdtscp"
+		 op == TH_CTR_LATE	   ? "none"
+		 : op == TH_CTR_RDTSCP	   ? "rdtscp"
+		 : op == TH_CTR_FENCE_COPY ? (TH_HW_FENCE_AT_COUNTER ? "late rdtsc" : "late cntvct")
 #if defined(__aarch64__)
 				       : "isb;cntvct");
 #else

@@ -188,15 +188,18 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * The one reader of a record, behind every fine read of the library and of
  * <timehands.h>: clock ck (TH_ABI_CK_*) from record r, which the timeline
  * word `cur` named. The counter: `c`, read by the caller right after the
- * process's word (early), or, where the process may not read it first,
- * read here by late_ctr() after the copy, and then only for a line (a
- * kernel-mode record's window is empty: PR_SET_TSC may forbid the read).
+ * process's word (early), or read here by late_ctr() after the copy, and
+ * then only for a line (a kernel-mode record's window is empty: PR_SET_TSC
+ * may forbid the read): where the process may not read it first, and where
+ * the fence after the word, then the copy, then an unordered counter read
+ * costs less than an ordered read before the copy (late_ctr's read may run
+ * anywhere after that fence).
  * kcp: where the kernel's update count is, read after the counter. step: the
  * simulation's scheduling points (NULL elsewhere). shared: r is the
  * daemon's page's, found through the process's word *own_cur, loaded as lc
  * (acquire) before the counter: served only if that word is unchanged
  * after the copy (the process may have left the page meanwhile), and a
- * counter taken first only at or above **sh_ctr, the counter from which
+ * counter (either way) only at or above **sh_ctr, the counter from which
  * the switch to the page found its line above everything this process had
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
@@ -270,6 +273,11 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		if (step)
 			step("read_counter");
 		c = late_ctr();
+		/* An unordered counter read may run as early as the fence,
+		 * before the word that named the page: the page serves it only
+		 * at or above **sh_ctr, as a counter taken first. */
+		if (shared && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+			return 0;
 	}
 	int64_t n;
 	if (__builtin_expect(c - anchor < due, 1)) {

@@ -60,8 +60,17 @@ static void reset_writer(struct th_proc *p)
 	/* Relaxed: see th_proc.ctr_early (a fork child recomputes it here from
 	 * the same trust). Where the CPU declares LFENCE serializing, LFENCE;RDTSC
 	 * is the cheaper ordered read (AMD Zen: RDTSCP costs more); elsewhere
-	 * RDTSCP is (Intel), and LFENCE;RDTSC is what is left without it. */
+	 * RDTSCP is, and LFENCE;RDTSC is what is left without it. On Intel
+	 * (LFENCE serializing by the architecture) the fence after the word
+	 * with the counter after the copy costs less than either
+	 * (TH_CTR_FENCE_COPY); TIMEHANDS_COUNTER_READ chooses, where the fence
+	 * orders the read (on x86, where LFENCE is serializing). */
+	int fence_ok = !TH_HW_FENCE_AT_COUNTER || p->trust.intel || p->trust.lfence_serializes;
+	int late = p->cfg.counter_read == TH_CTR_READ_LATE ? fence_ok
+		   : p->cfg.counter_read == TH_CTR_READ_EARLY ? 0
+							     : TH_HW_FENCE_AT_COUNTER && p->trust.intel;
 	uint32_t op = !th__W.counter_usable || p->passthrough ? TH_CTR_LATE
+		      : late ? TH_CTR_FENCE_COPY
 		      : TH_HW_FENCE_AT_COUNTER && p->trust.rdtscp && !p->trust.lfence_serializes
 			      ? TH_CTR_RDTSCP
 			      : TH_CTR_FENCED;

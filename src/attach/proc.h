@@ -138,7 +138,12 @@ struct th_proc {
 	 * only at or above sh_ctr, th__read_tl_v), and how an ordered read
 	 * reads it: TH_CTR_FENCED (x86 LFENCE;RDTSC; elsewhere the fence
 	 * before the word, then the counter) or TH_CTR_RDTSCP (x86 RDTSCP,
-	 * where the CPU has it and does not declare LFENCE serializing). Set
+	 * where the CPU has it and does not declare LFENCE serializing); or
+	 * TH_CTR_FENCE_COPY: an ordered read takes the fence after the word
+	 * (x86 LFENCE; elsewhere before it, as always), copies, then reads the
+	 * counter unordered, which then overlaps the copy (Intel, where that
+	 * costs less than an ordered read before the copy; unordered reads
+	 * still read first). Set
 	 * at attach where the trust allows the counter, so that a process whose counter may not be read
 	 * (PR_SET_TSC, an untrusted counter, TIMEHANDS_DISABLE) or that has
 	 * not attached yet never reads it on a path that ends in the kernel.
@@ -341,6 +346,7 @@ static inline __attribute__((always_inline)) int th__tv_ts(struct th_tv v, struc
 #define TH_CTR_LATE 0u
 #define TH_CTR_FENCED 1u
 #define TH_CTR_RDTSCP 2u
+#define TH_CTR_FENCE_COPY 3u
 
 /* The first step of a fast read: the local word, after the ordered read's
  * fence where the fence is not the counter read's (!TH_HW_FENCE_AT_COUNTER;
@@ -361,20 +367,21 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
  * exact over its whole window after it is superseded, so a counter taken
  * before the copy is served on a line valid at it (or refused). Taken after
  * the word and before the loads that depend on it, the counter read
- * overlaps them (the bench's fine rows over the floors show the
- * difference: a counter before the word, or after the copy, waits for
- * them). An ordered read takes it after every earlier instruction of the
+ * overlaps them (a counter before the word, or an ordered one after the
+ * copy, waits for them; on Intel an unordered one after the copy, behind a
+ * fence after the word, overlaps them better: TH_CTR_FENCE_COPY). An ordered read takes it after every earlier instruction of the
  * thread (the load by which the caller synchronised with another thread's
  * reading included): on x86 by the counter read itself (RDTSCP or
  * LFENCE;RDTSC, as ctr_early says; x86 keeps loads in program order, so the
  * word is loaded after every earlier load either way), elsewhere by the
  * fence before the word. 0: th__read_tl_v reads it after the copy, and only
- * for a line; an x86 ordered read's fence is then issued here.
+ * for a line; an x86 ordered read's fence is then issued here (where the
+ * counter may not be read first, or an ordered read of TH_CTR_FENCE_COPY).
  */
 static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint64_t *c)
 {
 	uint32_t op = atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed);
-	if (TH_UNLIKELY(op == TH_CTR_LATE)) {
+	if (TH_UNLIKELY(op == TH_CTR_LATE || (ordered && op == TH_CTR_FENCE_COPY))) {
 		if (ordered && TH_HW_FENCE_AT_COUNTER)
 			th_hw_ctr_fence();
 		*c = 0;
@@ -482,6 +489,30 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 
+/* _page and _own (sfx: "" with the counter taken first, _l with it taken
+ * after the copy): the caller's value written before the G3 floor's raise,
+ * which then needs nothing kept across its call, and a refusal a tail call:
+ * no register to save on the way. */
+#define TH__FINE_TAILS(name, sfx, ck, ordered, type, store, early)                                             \
+	static __attribute__((noinline)) int name##_page##sfx(type *out, uint64_t lc, uint64_t c)              \
+	{                                                                                                      \
+		struct th_tv v;                                                                                \
+		uint16_t ep;                                                                                   \
+		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))                       \
+			return name##_refused(out, lc);                                                        \
+		store(v, out);                                                                                 \
+		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+	}                                                                                                      \
+	static __attribute__((noinline)) int name##_own##sfx(type *out, uint64_t cur, uint64_t c)              \
+	{                                                                                                      \
+		struct th_tv v;                                                                                \
+		uint16_t ep;                                                                                   \
+		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, early, &v, &ep)))       \
+			return name##_slow(out);                                                               \
+		store(v, out);                                                                                 \
+		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+	}
+
 /*
  * The fast read of one clock as the functions of an entry point (the
  * library's th_clock_gettime, the preload's clock_gettime): `name` takes the
@@ -498,10 +529,6 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 /* The same, storing the reading into a `type` with store(v, out) (the
  * preload's gettimeofday: a timeval). */
 #define TH_FINE_FUNCS_TO(name, ck, ordered, type, store)                                                       \
-	static __attribute__((noinline)) int name##_late(type *out, uint64_t cur)                              \
-	{                                                                                                      \
-		return store(th__read_word_v(cur, ck, ordered, 0, 0), out);                                    \
-	}                                                                                                      \
 	static __attribute__((noinline)) int name##_refused(type *out, uint64_t lc)                            \
 	{                                                                                                      \
 		return store(th__page_refused_v(ck, ordered, lc), out);                                        \
@@ -510,26 +537,14 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		return store(th__fine_slow_v(ck, ordered), out);                                               \
 	}                                                                                                      \
-	/* _page and _own: the caller's value written before the G3 floor's  \
-	 * raise, which then needs nothing kept across its call, and a        \
-	 * refusal a tail call: no register to save on the way */             \
-	static __attribute__((noinline)) int name##_page(type *out, uint64_t lc, uint64_t c)                   \
+	TH__FINE_TAILS(name, , ck, ordered, type, store, 1)                                                    \
+	TH__FINE_TAILS(name, _l, ck, ordered, type, store, 0)                                                  \
+	/* the counter after the copy (th__read_ctr's 0) */                                                    \
+	static inline __attribute__((always_inline)) int name##_late(type *out, uint64_t cur)                 \
 	{                                                                                                      \
-		struct th_tv v;                                                                                \
-		uint16_t ep;                                                                                   \
-		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, 1, &v, &ep)))                           \
-			return name##_refused(out, lc);                                                        \
-		store(v, out);                                                                                 \
-		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
-	}                                                                                                      \
-	static __attribute__((noinline)) int name##_own(type *out, uint64_t cur, uint64_t c)                   \
-	{                                                                                                      \
-		struct th_tv v;                                                                                \
-		uint16_t ep;                                                                                   \
-		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, 1, &v, &ep)))           \
-			return name##_slow(out);                                                               \
-		store(v, out);                                                                                 \
-		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
+			return name##_page_l(out, cur, 0);                                                     \
+		return name##_own_l(out, cur, 0);                                                              \
 	}                                                                                                      \
 	static inline __attribute__((always_inline)) int name##_go(type *out, uint64_t cur, uint64_t c)       \
 	{                                                                                                      \

@@ -8,7 +8,8 @@
 
 const char *const th_config_vars[] = {
 	"TIMEHANDS_DISABLE", "TIMEHANDS_RELAXED", "TIMEHANDS_PAGE_RECONNECT", "TIMEHANDS_COUNTER",
-	"TIMEHANDS_CPUTIME", "TIMEHANDS_LINE",	  "TIMEHANDS_PAGE",	      NULL,
+	"TIMEHANDS_CPUTIME", "TIMEHANDS_LINE",	  "TIMEHANDS_PAGE",	      "TIMEHANDS_COUNTER_READ",
+	NULL,
 };
 
 static int lower(int ch)
@@ -87,6 +88,16 @@ void th_config_parse(struct th_config *c, th_getenv_fn get, void *ctx)
 			c->counter = TH_CTR_FORCE;
 		else
 			warn_append(c, "TIMEHANDS_COUNTER", v);
+	}
+
+	v = get("TIMEHANDS_COUNTER_READ", ctx);
+	if (v) {
+		if (eq_nocase(v, "early"))
+			c->counter_read = TH_CTR_READ_EARLY;
+		else if (eq_nocase(v, "late"))
+			c->counter_read = TH_CTR_READ_LATE;
+		else if (!eq_nocase(v, "auto") && *v)
+			warn_append(c, "TIMEHANDS_COUNTER_READ", v);
 	}
 
 	v = get("TIMEHANDS_CPUTIME", ctx);

@@ -7,6 +7,14 @@
  *   TIMEHANDS_COUNTER=auto|off|force
  *                                off: never read the counter; force: skip the
  *                                clocksource check (testing, emulators)
+ *   TIMEHANDS_COUNTER_READ=auto|early|late
+ *                                where an ordered fine read takes the counter:
+ *                                early, right after the process's word, by
+ *                                an ordered read (RDTSCP or LFENCE;RDTSC);
+ *                                late, a fence after the word, then the
+ *                                record, then the counter. auto: late where
+ *                                that is the cheaper (Intel), else early.
+ *                                Both are exact; for comparisons and tests
  *   TIMEHANDS_RELAXED=0|1        preload: serve REALTIME/MONOTONIC with the
  *                                relaxed (per-thread monotonic) read
  *   TIMEHANDS_CPUTIME=exact|coarse
@@ -35,6 +43,7 @@
 #include <stddef.h>
 
 enum { TH_CTR_AUTO = 0, TH_CTR_OFF = 1, TH_CTR_FORCE = 2 };
+enum { TH_CTR_READ_AUTO = 0, TH_CTR_READ_EARLY = 1, TH_CTR_READ_LATE = 2 };
 
 #define TH_DEFAULT_PAGE "/run/timehands/page"
 
@@ -48,6 +57,7 @@ struct th_config {
 	 * kernel publishes its conversion of the counter (comparisons, and
 	 * tests of the daemon's page, which such machines do not need) */
 	int own_line;
+	int counter_read; /* TH_CTR_READ_* */
 	char page[200];
 	char warning[256]; /* "" or one line naming every bad variable */
 };

@@ -110,6 +110,8 @@ static void probe_x86(struct th_trust *t)
 {
 	unsigned a, b, c, d;
 	unsigned max = (unsigned)__get_cpuid_max(0, NULL);
+	__cpuid(0, a, b, c, d);
+	t->intel = b == 0x756e6547u && d == 0x49656e69u && c == 0x6c65746eu; /* "GenuineIntel" */
 	if (max >= 1) {
 		__cpuid(1, a, b, c, d);
 		if (d & (1u << 4))
@@ -122,8 +124,7 @@ static void probe_x86(struct th_trust *t)
 		t->rdtscp = (d >> 27) & 1;
 	}
 	/* AMD's "LFENCE always serializing" bit; Intel defines no such leaf
-	 * (its LFENCE is serializing by the architecture, but RDTSCP is the
-	 * cheaper ordered read there, so the bit is left 0 on Intel). */
+	 * (its LFENCE is serializing by the architecture: `intel`). */
 	if ((unsigned)__get_cpuid_max(0x80000000u, NULL) >= 0x80000021u) {
 		__cpuid_count(0x80000021u, 0, a, b, c, d);
 		t->lfence_serializes = (a >> 2) & 1;

@@ -21,6 +21,8 @@ struct th_trust {
 	int rdtscp;           /* x86: CPUID says the CPU has RDTSCP */
 	int lfence_serializes; /* x86: CPUID says LFENCE is always dispatch serializing
 				  (AMD Fn8000_0021 EAX[2]), so LFENCE;RDTSC is ordered */
+	int intel;            /* x86: GenuineIntel, whose LFENCE is dispatch serializing by
+				  the architecture */
 	double nominal_hz;    /* published frequency, 0 if none */
 	char freq_source[32];
 	char clocksource[32];

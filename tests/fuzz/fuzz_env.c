@@ -116,6 +116,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	check_flag(&c, &e, "TIMEHANDS_RELAXED", c.relaxed);
 	assert(c.counter == TH_CTR_AUTO || c.counter == TH_CTR_OFF || c.counter == TH_CTR_FORCE);
 	assert(c.cputime_coarse == 0 || c.cputime_coarse == 1);
+	assert(c.counter_read >= TH_CTR_READ_AUTO && c.counter_read <= TH_CTR_READ_LATE);
 
 	assert(memchr(c.page, 0, sizeof c.page) != NULL);
 	assert(strcmp(c.page, TH_DEFAULT_PAGE) == 0 || c.page[0] == '/' || ieq(c.page, "none"));

@@ -726,7 +726,7 @@ static int parse_stall(char *arg, int busy)
  * of all that asked it: the reason's check must not pass only vacuously. */
 static int status_wide_runs, status_runs;
 
-static int kpage_all, random_kpage;
+static int kpage_all, random_kpage, late_all;
 
 static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 {
@@ -739,6 +739,10 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 	int kp = kpage_all || (random_kpage && (mix(seed ^ 0x6b70) & 1));
 	if (kp && !c.need_wide)
 		c.kpage = 1;
+	/* --late: ordered reads take the counter after the copy in every run;
+	 * --random: in half the runs */
+	if (late_all || (random_kpage && (mix(seed ^ 0x6c61) & 1)))
+		c.ctr_late = 1;
 	for (int i = 0; i < nextra; i++)
 		sim_add_stall(&c, extra_stalls[i].thread, extra_stalls[i].step, extra_stalls[i].occurrence,
 			      extra_stalls[i].duration);
@@ -830,6 +834,8 @@ int main(int argc, char **argv)
 			random_seed = random_kpage = 1;
 		else if (!strcmp(argv[i], "--kpage"))
 			kpage_all = 1;
+		else if (!strcmp(argv[i], "--late"))
+			late_all = 1;
 		else if (!strcmp(argv[i], "--stall") && i + 1 < argc && parse_stall(argv[i + 1], 0) == 0)
 			i++;
 		else if (!strcmp(argv[i], "--slow") && i + 1 < argc && parse_stall(argv[i + 1], 1) == 0)
@@ -838,7 +844,7 @@ int main(int argc, char **argv)
 			fprintf(stderr,
 				"usage: %s [--seed N] [--seeds K] [--scenario NAME|stall|death] [--step STEP] "
 				"[--occurrence N] [--stall THREAD:STEP:OCCURRENCE:NS|forever] [--slow THREAD:STEP:OCCURRENCE:NS] "
-				"[--seconds S] [--random] [--kpage] "
+				"[--seconds S] [--random] [--kpage] [--late] "
 				"[--verbose]\n",
 				argv[0]);
 			return 2;

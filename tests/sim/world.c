@@ -392,6 +392,7 @@ void th_sim_first_attach(struct th_proc *p)
 {
 	memset(&p->cfg, 0, sizeof p->cfg);
 	strcpy(p->cfg.page, "none");
+	p->cfg.counter_read = W.cfg->ctr_late ? TH_CTR_READ_LATE : TH_CTR_READ_AUTO;
 	p->passthrough = 0;
 	memset(&p->trust, 0, sizeof p->trust);
 	p->trust.available = TH_COUNTER_TSC;

@@ -79,6 +79,8 @@ struct sim_config {
 	int fork_at_read;        /* simulate fork in the middle (0: never) */
 	int first_read_only;     /* only the first read of a fresh process (G8) */
 	int daemon;              /* run a virtual timehandsd; the process may read its page */
+	int ctr_late;            /* ordered reads take the counter after the copy
+				    (TIMEHANDS_COUNTER_READ=late: th_proc.ctr_early 3) */
 	int kpage;               /* the virtual kernel publishes a data page (sim_hw.h): the
 				    process ties its lines to its updates, and a fine REALTIME
 				    reading that starts after a step shows it (no daemon) */

@@ -148,6 +148,9 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 			return read_monotonic_in(ts);
 		if (id == CLOCK_REALTIME)
 			return read_realtime_in(ts);
+		/* The chain in this order: the compiler would turn the tests
+		 * into one tree of compares, REALTIME's five deep. */
+		__asm__("" : "+r"(id));
 		if (id == CLOCK_MONOTONIC_COARSE)
 			return read_monotonic_coarse(ts);
 		if (id == CLOCK_REALTIME_COARSE)

@@ -353,9 +353,9 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	/* The counter now, before the record is found (the compiler barrier
 	 * keeps the loads below after it in program order); or, with op 3,
 	 * the fence now and the counter after the copy (th_abi_eval). */
-	int early = !(ordered && op == 3) || ctr;
+	int early = ordered && op == 3 && !ctr ? 2 : 1;
 	uint64_t c = 0;
-	if (early)
+	if (early == 1)
 		c = ctr ? ctr() : th__ctr_op(ordered, op);
 	else
 		TH__LATE_FENCE();

@@ -188,12 +188,13 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * The one reader of a record, behind every fine read of the library and of
  * <timehands.h>: clock ck (TH_ABI_CK_*) from record r, which the timeline
  * word `cur` named. The counter: `c`, read by the caller right after the
- * process's word (early), or read here by late_ctr() after the copy, and
- * then only for a line (a kernel-mode record's window is empty: PR_SET_TSC
- * may forbid the read): where the process may not read it first, and where
- * the fence after the word, then the copy, then an unordered counter read
- * costs less than an ordered read before the copy (late_ctr's read may run
- * anywhere after that fence).
+ * process's word (early 1), or read here by late_ctr() after the copy:
+ * early 0 where the process may not read it first, and then only for a line
+ * (a kernel-mode record's window is empty: PR_SET_TSC may forbid the read);
+ * early 2 where it may, but the fence after the word, then the copy, then an
+ * unordered counter read costs less than an ordered read before the copy
+ * (late_ctr's read may run anywhere after that fence; an empty window
+ * refuses whatever it reads).
  * kcp: where the kernel's update count is, read after the counter. step: the
  * simulation's scheduling points (NULL elsewhere). shared: r is the
  * daemon's page's, found through the process's word *own_cur, loaded as lc
@@ -231,7 +232,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	 * first is compared at once, one taken after the copy once it is
 	 * read. */
 	uint64_t ks = TH_ABI_LD(r, kseq);
-	if (early && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
+	if (early == 1 && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
 		return 0;
 	/* The window at and above the anchor, [0, ddue), and its slope; the
 	 * part below the anchor and its slope are copied only where the
@@ -240,7 +241,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	 * kernel-mode record's window is empty (dlo = ddue = 0; src/core/page.c
 	 * checks a page's): never served. */
 	uint64_t anchor = TH_ABI_LD(r, anchor);
-	int64_t dlo = early ? 0 : TH_ABI_LD(r, dlo);
+	int64_t dlo = early == 0 ? TH_ABI_LD(r, dlo) : 0;
 	int64_t ddue = TH_ABI_LD(r, ddue);
 	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
 	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
@@ -254,7 +255,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		 * sh_ctr's value, that switch's or a later, larger one). */
 		if (th_abi_cur_differ(__atomic_load_n(own_cur, __ATOMIC_RELAXED), lc) != 0)
 			return 0;
-		if (early && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+		if (early == 1 && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
 			return 0;
 		if (ck == TH_ABI_CK_REAL)
 			ep = (uint16_t)(ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED));
@@ -267,8 +268,8 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	uint64_t kh = (uint64_t)q - anchor * (uint64_t)hi;
 	uint64_t due = (uint64_t)(ddue > 0 ? ddue : 0);
 	__asm__("" : "+r"(kh));
-	if (!early) {
-		if (__builtin_expect(ddue == dlo, 0))
+	if (early != 1) {
+		if (early == 0 && __builtin_expect(ddue == dlo, 0))
 			return 0;
 		if (step)
 			step("read_counter");
@@ -295,7 +296,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 			return 0;
 		n = (int64_t)(qb + (uint64_t)d * (uint64_t)lo) >> 32;
 	}
-	if (!early && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
+	if (early != 1 && __builtin_expect(th_abi_kseq_moved(ks, ck, kcp, c) != 0, 0))
 		return 0;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);

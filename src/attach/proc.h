@@ -375,8 +375,9 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
  * LFENCE;RDTSC, as ctr_early says; x86 keeps loads in program order, so the
  * word is loaded after every earlier load either way), elsewhere by the
  * fence before the word. 0: th__read_tl_v reads it after the copy, and only
- * for a line; an x86 ordered read's fence is then issued here (where the
- * counter may not be read first, or an ordered read of TH_CTR_FENCE_COPY).
+ * for a line (the counter may not be read first); 2: after the copy, an
+ * ordered read of TH_CTR_FENCE_COPY. An x86 ordered read's fence is then
+ * issued here.
  */
 static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint64_t *c)
 {
@@ -385,7 +386,7 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 		if (ordered && TH_HW_FENCE_AT_COUNTER)
 			th_hw_ctr_fence();
 		*c = 0;
-		return 0;
+		return op == TH_CTR_LATE ? 0 : 2;
 	}
 	TH_STEP("read_counter");
 	*c = ordered ? th_hw_ctr_early_ordered(op) : th_hw_ctr_relaxed();
@@ -400,12 +401,12 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * runs on into its own copy of `go` (a statement returning the entry's
  * value), so that neither pays a jump back to a common tail (the compiler
  * lays one of them out of line); `late`: where the counter is read after
- * the copy. The same choice and orders as th__read_ctr (each compiler
+ * the copy (0), `after` (2): likewise. The same choice and orders as th__read_ctr (each compiler
  * barrier keeps the loads that find the record after the counter in
  * program order); x86 only, elsewhere th__read_ctr itself.
  */
 #if TH_HW_FENCE_AT_COUNTER
-#define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \
+#define TH_READ_CTR_SPLIT(ordered, c, go, late, after)                                                         \
 	do {                                                                                                   \
 		uint32_t op_ = atomic_load_explicit(&th__P.ctr_early, memory_order_relaxed);                   \
 		if (!(ordered)) {                                                                              \
@@ -427,6 +428,8 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 			return go;                                                                             \
 		}                                                                                              \
 		th_hw_ctr_fence();                                                                             \
+		if (TH_LIKELY(op_ == TH_CTR_FENCE_COPY))                                                       \
+			return after;                                                                          \
 		return late;                                                                                   \
 	} while (0)
 /* GCC merges identical tails into one (cross-jumping), which would
@@ -438,10 +441,11 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 #define TH_ENTRY_LAYOUT
 #endif
 #else
-#define TH_READ_CTR_SPLIT(ordered, c, go, late)                                                                \
+#define TH_READ_CTR_SPLIT(ordered, c, go, late, after)                                                         \
 	do {                                                                                                   \
-		if (TH_UNLIKELY(!th__read_ctr((ordered), &(c))))                                               \
-			return late;                                                                           \
+		int e_ = th__read_ctr((ordered), &(c));                                                        \
+		if (TH_UNLIKELY(e_ != 1))                                                                      \
+			return e_ ? after : late;                                                              \
 		return go;                                                                                     \
 	} while (0)
 #define TH_ENTRY_LAYOUT
@@ -489,8 +493,8 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	return th__read_tl_v(&th__P.tl, cur, ck, ordered, 0, 0, c, early);
 }
 
-/* _page and _own (sfx: "" with the counter taken first, _l with it taken
- * after the copy): the caller's value written before the G3 floor's raise,
+/* _page and _own (sfx: "" with the counter taken first, _a with it taken
+ * after the copy by an ordered read of TH_CTR_FENCE_COPY): the caller's value written before the G3 floor's raise,
  * which then needs nothing kept across its call, and a refusal a tail call:
  * no register to save on the way. */
 #define TH__FINE_TAILS(name, sfx, ck, ordered, type, store, early)                                             \
@@ -538,13 +542,18 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 		return store(th__fine_slow_v(ck, ordered), out);                                               \
 	}                                                                                                      \
 	TH__FINE_TAILS(name, , ck, ordered, type, store, 1)                                                    \
-	TH__FINE_TAILS(name, _l, ck, ordered, type, store, 0)                                                  \
-	/* the counter after the copy (th__read_ctr's 0) */                                                    \
-	static inline __attribute__((always_inline)) int name##_late(type *out, uint64_t cur)                 \
+	TH__FINE_TAILS(name, _a, ck, ordered, type, store, 2)                                                  \
+	/* the counter after the copy: a process that may not read it first   \
+	 * (th__read_ctr's 0), an ordered read of TH_CTR_FENCE_COPY (2) */      \
+	static __attribute__((noinline)) int name##_late(type *out, uint64_t cur)                              \
+	{                                                                                                      \
+		return store(th__read_word_v(cur, ck, ordered, 0, 0), out);                                    \
+	}                                                                                                      \
+	static inline __attribute__((always_inline)) int name##_after(type *out, uint64_t cur)                \
 	{                                                                                                      \
 		if (TH_UNLIKELY(TH_CUR_SLOT(cur) == TH_SLOT_SHARED))                                           \
-			return name##_page_l(out, cur, 0);                                                     \
-		return name##_own_l(out, cur, 0);                                                              \
+			return name##_page_a(out, cur, 0);                                                     \
+		return name##_own_a(out, cur, 0);                                                              \
 	}                                                                                                      \
 	static inline __attribute__((always_inline)) int name##_go(type *out, uint64_t cur, uint64_t c)       \
 	{                                                                                                      \
@@ -556,7 +565,8 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		uint64_t cur = th__read_cur(ordered);                                                          \
 		uint64_t c;                                                                                    \
-		TH_READ_CTR_SPLIT(ordered, c, name##_go(out, cur, c), name##_late(out, cur));                  \
+		TH_READ_CTR_SPLIT(ordered, c, name##_go(out, cur, c), name##_late(out, cur),                   \
+				  name##_after(out, cur));                                                     \
 	}                                                                                                      \
 	static __attribute__((noinline, unused)) TH_ENTRY_LAYOUT int name(type *out)                          \
 	{                                                                                                      \

@@ -255,8 +255,6 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		 * sh_ctr's value, that switch's or a later, larger one). */
 		if (th_abi_cur_differ(__atomic_load_n(own_cur, __ATOMIC_RELAXED), lc) != 0)
 			return 0;
-		if (early == 1 && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
-			return 0;
 		if (ck == TH_ABI_CK_REAL)
 			ep = (uint16_t)(ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED));
 	}
@@ -274,12 +272,12 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		if (step)
 			step("read_counter");
 		c = late_ctr();
-		/* An unordered counter read may run as early as the fence,
-		 * before the word that named the page: the page serves it only
-		 * at or above **sh_ctr, as a counter taken first. */
-		if (shared && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
-			return 0;
 	}
+	/* The page serves a counter only at or above **sh_ctr: one taken
+	 * first, or one read after the copy (an unordered read may run as
+	 * early as the fence, before the word that named the page). */
+	if (shared && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+		return 0;
 	int64_t n;
 	if (__builtin_expect(c - anchor < due, 1)) {
 		n = (int64_t)(kh + c * (uint64_t)hi) >> 32;

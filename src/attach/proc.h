@@ -369,8 +369,8 @@ static inline __attribute__((always_inline)) uint64_t th__read_cur(int ordered)
  * the word and before the loads that depend on it, the counter read
  * overlaps them (a counter before the word, or an ordered one after the
  * copy, waits for them; on Intel an unordered one after the copy, behind a
- * fence after the word, overlaps them better: TH_CTR_FENCE_COPY). An ordered read takes it after every earlier instruction of the
- * thread (the load by which the caller synchronised with another thread's
+ * fence after the word, overlaps them better: TH_CTR_FENCE_COPY). An
+ * ordered read takes it after every earlier instruction of the thread (the load by which the caller synchronised with another thread's
  * reading included): on x86 by the counter read itself (RDTSCP or
  * LFENCE;RDTSC, as ctr_early says; x86 keeps loads in program order, so the
  * word is loaded after every earlier load either way), elsewhere by the
@@ -401,9 +401,10 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * runs on into its own copy of `go` (a statement returning the entry's
  * value), so that neither pays a jump back to a common tail (the compiler
  * lays one of them out of line); `late`: where the counter is read after
- * the copy (0), `after` (2): likewise. The same choice and orders as th__read_ctr (each compiler
- * barrier keeps the loads that find the record after the counter in
- * program order); x86 only, elsewhere th__read_ctr itself.
+ * the copy (0), `after` (2): likewise. The same choice and orders as
+ * th__read_ctr (each compiler barrier keeps the loads that find the record
+ * after the counter in program order); x86 only, elsewhere th__read_ctr
+ * itself.
  */
 #if TH_HW_FENCE_AT_COUNTER
 #define TH_READ_CTR_SPLIT(ordered, c, go, late, after)                                                         \
@@ -494,9 +495,10 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 }
 
 /* _page and _own (sfx: "" with the counter taken first, _a with it taken
- * after the copy by an ordered read of TH_CTR_FENCE_COPY): the caller's value written before the G3 floor's raise,
- * which then needs nothing kept across its call, and a refusal a tail call:
- * no register to save on the way. */
+ * after the copy by an ordered read of TH_CTR_FENCE_COPY): the caller's
+ * value written before the G3 floor's raise, which then needs nothing kept
+ * across its call, and a refusal a tail call: no register to save on the
+ * way. */
 #define TH__FINE_TAILS(name, sfx, ck, ordered, type, store, early)                                             \
 	static __attribute__((noinline)) int name##_page##sfx(type *out, uint64_t lc, uint64_t c)              \
 	{                                                                                                      \

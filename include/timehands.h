@@ -368,15 +368,12 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 		cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
 	}
 	int64_t sec, n;
-	uint16_t e16;
+	uint64_t ep;
 	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, early, c, th__ctr_late, &x->kcount, 0, shared, &own->cur, lc,
-					  &x->sh_ctr, &x->sh_delta, &sec, &n, &e16),
+					  &x->sh_ctr, &x->sh_delta, &sec, &n, &ep),
 			     0))
 		return 0;
 	if (ck == TH_ABI_CK_REAL) {
-		/* Full width: a 16-bit value spilled and reloaded wider
-		 * defeats the store-to-load forwarding of x86. */
-		uint64_t ep = e16;
 		/* G3: a second above the floor is the library's to raise
 		 * (relaxed, as in the library: one word). */
 		const uint64_t *g3 = __atomic_load_n(&x->g3, __ATOMIC_RELAXED);

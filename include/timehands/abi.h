@@ -205,7 +205,7 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
  * plus **sh_delta. 1 with (*sec, *nsec in [0, 1e9)) and the REALTIME
- * epoch *ep; 0 where the caller's slow path must read. The G3 floor is the
+ * epoch *oep (16 bits, held in 64); 0 where the caller's slow path must read. The G3 floor is the
  * caller's.
  */
 static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur, int ck,
@@ -213,7 +213,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 							   const uint32_t *const *kcp, void (*step)(const char *),
 							   int shared, const uint64_t *own_cur, uint64_t lc,
 							   const uint64_t *const *sh_ctr, const uint32_t *const *sh_delta,
-							   int64_t *osec, int64_t *onsec, uint16_t *oep)
+							   int64_t *osec, int64_t *onsec, uint64_t *oep)
 {
 	/* one base register for every field (the compiler would keep the
 	 * timeline and the slot's offset apart, a register more) */
@@ -245,7 +245,10 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	int64_t ddue = TH_ABI_LD(r, ddue);
 	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
 	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
-	uint16_t ep = ck == TH_ABI_CK_REAL ? TH_ABI_LD(r, epoch) : 0;
+	/* Full width (the epoch is 16 bits): a value the compiler spills
+	 * 16 bits wide and reloads wider stalls the load on x86, where
+	 * store-to-load forwarding needs the load inside the store. */
+	uint64_t ep = ck == TH_ABI_CK_REAL ? TH_ABI_LD(r, epoch) : 0;
 	/* The generation unchanged across the copy. */
 	if (__builtin_expect(th_abi_read_end(r) != g, 0))
 		return 0;
@@ -256,7 +259,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		if (th_abi_cur_differ(__atomic_load_n(own_cur, __ATOMIC_RELAXED), lc) != 0)
 			return 0;
 		if (ck == TH_ABI_CK_REAL)
-			ep = (uint16_t)(ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED));
+			ep = (ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED)) & 0xffff;
 	}
 	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
 	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate

@@ -307,14 +307,14 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 {
 	(void)ordered;
 	int64_t sec, n;
-	uint16_t ep;
+	uint64_t ep;
 	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, cur), cur, ck,
 				     early, c, th__late_ctr, th_hw_kcount_ref(), TH__EVAL_STEP, shared,
 				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, &th__sh_ctr_ref, &th__sh_delta_ref, &sec,
 				     &n, &ep)))
 		return 0;
 	*out = (struct th_tv){sec, n};
-	*oep = ep;
+	*oep = (uint16_t)ep;
 	return 1;
 }
 

@@ -287,10 +287,15 @@ static int windup(uint64_t noticed)
 	D.windups++;
 	/* A tied record's readers take the kernel's offset for a step wherever
 	 * it differs from the record's: tied only while the held offset is the
-	 * kernel's exactly (not a bracket's, when the page could not be read
-	 * at the sample; a step since the count was read is the next tick's). */
-	if (kpage > 0 && D.disc.off_real != koff)
-		th_rec_tie = 0;
+	 * kernel's exactly; one that is not the kernel's of the count read
+	 * above (a step since, or a bracket's when the page could not be read
+	 * at the sample) is replaced by the kernel's read again, with its
+	 * count. */
+	if (kpage > 0 && D.disc.off_real != koff) {
+		th_rec_tie = th_writer_exact_tie(&D.disc, ctr, &fl);
+		if (th_rec_tie)
+			D.ktie = th_rec_tie;
+	}
 	if (have)
 		th_disc_cover_lead(&s, &smp);
 	/* Offsets known only to within a wide bracket (every retry of the

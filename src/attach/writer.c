@@ -1,5 +1,6 @@
 /* Writer transitions; see writer.h. */
 #include "writer.h"
+#include "hw.h"
 
 #include <string.h>
 
@@ -142,4 +143,16 @@ int th_distrust_note(struct th_distrust *d, uint64_t now)
 	d->until = now + d->ns;
 	d->jumps[0] = d->jumps[1] = d->jumps[2] = 0;
 	return 1;
+}
+
+uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl)
+{
+	int64_t off;
+	uint32_t seq;
+	if (th_hw_kpage_real(&off, &seq) <= 0)
+		return 0;
+	/* the counter after the offset's read: the step had happened by it */
+	if (off != d->off_real && th_disc_step_to(d, off, ctr ? th_hw_ctr_ordered() : 0))
+		*fl |= TH_OBS_STEP;
+	return (uint64_t)seq | (1ull << 33);
 }

@@ -50,6 +50,21 @@ uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s,
  * committed, -1 if a KERNEL record was left in force (due again later). */
 int th_writer_install(struct th_writer *w, const struct th_snap *prev);
 
+/*
+ * The tie of a page record (timehandsd's windup, and the simulation's
+ * daemon) where the REALTIME offset the discipline holds after its sample
+ * is not the kernel's of the count read before the sample (a step between
+ * the two reads, or an offset the sample could only bracket): the kernel's
+ * offset read again, now with its count. Where the held offset differs
+ * from it, the kernel's is taken exactly, a step into a new epoch that
+ * serves no counter before one read after the offset's (*fl gets
+ * TH_OBS_STEP; `ctr`: the counter may be read). Returns that count | 2^33,
+ * the tie of a record whose readers see any later update of the kernel's
+ * (a step) at once; 0 where the kernel's page cannot be read now (the
+ * record untied: a step before the next windup is that windup's).
+ */
+uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl);
+
 /* Counter discontinuities (jumps) a writer saw, kernel MONOTONIC ns: three
  * within 60 s and the counter is not used until `until`, for 10 s the
  * first time and twice as long each time after, at most 600 s. */

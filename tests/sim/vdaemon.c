@@ -127,6 +127,13 @@ void vd_windup(void)
 	struct th_sample smp;
 	th_take_sample(&V.sp, &smp, 1, 1);
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
+	/* As timehandsd: tied only while the offset held is the kernel's of
+	 * the count exactly. */
+	if (kpage > 0 && V.disc.off_real != koff) {
+		th_rec_tie = th_writer_exact_tie(&V.disc, 1, &fl);
+		if (th_rec_tie)
+			V.ktie = th_rec_tie;
+	}
 	/* As timehandsd: offsets measured again while wide, and no
 	 * publication (no heartbeat) while they stay wide. */
 	fl |= th_sample_offsets_again(&V.sp, &V.disc, 1);

@@ -274,6 +274,8 @@ static int windup(uint64_t noticed)
 	int64_t koff;
 	uint32_t kcount;
 	int kpage = D.realtime_bias || D.seam_brackets ? 0 : th_kdata_real_offset_seq(&koff, &kcount);
+	/* the counter after the count's read, where the records begin */
+	uint64_t kc = kpage > 0 && ctr ? th_counter_ordered() : 0;
 	if (kpage >= 0)
 		D.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!D.ktie)
@@ -291,6 +293,7 @@ static int windup(uint64_t noticed)
 	 * above (a step since, or a bracket's when the page could not be read
 	 * at the sample) is replaced by the kernel's read again, with its
 	 * count. */
+	th_writer_tie_from(&D.disc, kc, fl);
 	if (kpage > 0 && D.disc.off_real != koff) {
 		th_rec_tie = th_writer_exact_tie(&D.disc, ctr, &fl);
 		if (th_rec_tie)

@@ -459,6 +459,7 @@ static inline __attribute__((always_inline)) int th__read_page_try(int ck, int o
 								    int early, struct th_tv *v, uint16_t *ep)
 {
 	struct th_timeline *tl = th__page_tl();
+	TH_STEP("page_cur");
 	/* Acquire: pairs with the daemon's release commit. */
 	return th__read_tl_try(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early,
 			       v, ep);

@@ -446,6 +446,8 @@ static void local_windup(struct th_proc *p, int joining)
 		th__W.dt.until = 0;
 		th__W.reason[0] = 0;
 	}
+	/* after the count's read: where this windup's records begin */
+	uint64_t kctr = kpage > 0 && ctr ? th_hw_ctr_ordered() : 0;
 
 #ifndef TH_SIM
 	/* the kernel's update before the sample, for kown_coarse */
@@ -456,6 +458,7 @@ static void local_windup(struct th_proc *p, int joining)
 	th__take_sample(p, &smp, ctr, 1);
 	TH_STEP("observe");
 	int fl = th_disc_observe(&th__W.disc, &smp, have ? &s : NULL);
+	th_writer_tie_from(&th__W.disc, kctr, fl);
 	atomic_fetch_add_explicit(&p->windups, 1, memory_order_relaxed);
 	if (have)
 		th_disc_cover_lead(&s, &smp);

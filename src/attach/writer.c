@@ -145,14 +145,23 @@ int th_distrust_note(struct th_distrust *d, uint64_t now)
 	return 1;
 }
 
+void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl)
+{
+	if (!(fl & TH_OBS_JUMP) && kc > d->epoch_from)
+		d->epoch_from = kc;
+}
+
 uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl)
 {
 	int64_t off;
 	uint32_t seq;
 	if (th_hw_kpage_real(&off, &seq) <= 0)
 		return 0;
-	/* the counter after the offset's read: the step had happened by it */
-	if (off != d->off_real && th_disc_step_to(d, off, ctr ? th_hw_ctr_ordered() : 0))
+	/* the counter after the count's read: the update it names, and any
+	 * step in it, had happened by then */
+	uint64_t kc = ctr ? th_hw_ctr_ordered() : 0;
+	if (off != d->off_real && th_disc_step_to(d, off, kc))
 		*fl |= TH_OBS_STEP;
+	th_writer_tie_from(d, kc, *fl);
 	return (uint64_t)seq | (1ull << 33);
 }

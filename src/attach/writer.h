@@ -61,9 +61,23 @@ int th_writer_install(struct th_writer *w, const struct th_snap *prev);
  * TH_OBS_STEP; `ctr`: the counter may be read). Returns that count | 2^33,
  * the tie of a record whose readers see any later update of the kernel's
  * (a step) at once; 0 where the kernel's page cannot be read now (the
- * record untied: a step before the next windup is that windup's).
+ * record untied: a step before the next windup is that windup's). Its
+ * records serve no counter read before that count was (th_writer_tie_from).
  */
 uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl);
+
+/*
+ * A record tied to a kernel count holds the kernel's offset of that count,
+ * not of the counters before it: a step the kernel took back before that
+ * count lies between them, and a reader of the daemon's page, which takes
+ * its counter before it loads the page's word, may hold such a counter
+ * with the record. The discipline's records therefore serve no counter
+ * below kc, a counter read after the count they are tied to was read (the
+ * cut at th_snap.from, raised to kc; 0: none read). Not where the
+ * windup's observation `fl` found the counter jumped (kc may be of the
+ * counter before the jump; the discipline then drops its cut).
+ */
+void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl);
 
 /* Counter discontinuities (jumps) a writer saw, kernel MONOTONIC ns: three
  * within 60 s and the counter is not used until `until`, for 10 s the

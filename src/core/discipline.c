@@ -209,6 +209,9 @@ int th_disc_observe(struct th_disc *d, const struct th_sample *s, const struct t
 				if (!(f1 & TH_OBS_JUMP))
 					line_restart(d, &d->line[TH_RAW], s->c_raw, s->raw, 1.0);
 				d->resyncs++;
+				/* a counter from before the jump says nothing
+				 * about the counter after it: no cut from it */
+				d->epoch_from = 0;
 			}
 			flags |= f0 | f1;
 		}

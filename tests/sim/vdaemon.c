@@ -119,6 +119,7 @@ void vd_windup(void)
 	int64_t koff;
 	uint32_t kcount;
 	int kpage = th_hw_kpage_real(&koff, &kcount);
+	uint64_t kc = kpage > 0 ? th_hw_ctr_ordered() : 0;
 	if (kpage >= 0)
 		V.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!V.ktie)
@@ -129,6 +130,7 @@ void vd_windup(void)
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
 	/* As timehandsd: tied only while the offset held is the kernel's of
 	 * the count exactly. */
+	th_writer_tie_from(&V.disc, kc, fl);
 	if (kpage > 0 && V.disc.off_real != koff) {
 		th_rec_tie = th_writer_exact_tie(&V.disc, 1, &fl);
 		if (th_rec_tie)

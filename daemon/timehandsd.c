@@ -271,7 +271,7 @@ static int windup(uint64_t noticed)
 	 * keeps the last one read (or, before any, an odd count no finished
 	 * update shows). Untied while a test seam moves this daemon's REALTIME
 	 * away from the kernel's. */
-	int64_t koff;
+	int64_t koff = 0;
 	uint32_t kcount;
 	int kpage = D.realtime_bias || D.seam_brackets ? 0 : th_kdata_real_offset_seq(&koff, &kcount);
 	/* the counter after the count's read, where the records begin */
@@ -293,12 +293,7 @@ static int windup(uint64_t noticed)
 	 * above (a step since, or a bracket's when the page could not be read
 	 * at the sample) is replaced by the kernel's read again, with its
 	 * count. */
-	th_writer_tie_from(&D.disc, kc, fl);
-	if (kpage > 0 && D.disc.off_real != koff) {
-		th_rec_tie = th_writer_exact_tie(&D.disc, ctr, &fl);
-		if (th_rec_tie)
-			D.ktie = th_rec_tie;
-	}
+	th_writer_page_tie(&D.disc, kpage, koff, kc, ctr, &fl, &D.ktie);
 	if (have)
 		th_disc_cover_lead(&s, &smp);
 	/* Offsets known only to within a wide bracket (every retry of the

@@ -151,7 +151,10 @@ void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl)
 		d->epoch_from = kc;
 }
 
-uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl)
+/* The kernel's offset read again with its count, taken exactly (a step
+ * where the held one differs): that count | 2^33, or 0 where the page
+ * cannot be read now. */
+static uint64_t exact_tie(struct th_disc *d, int ctr, int *fl)
 {
 	int64_t off;
 	uint32_t seq;
@@ -164,4 +167,14 @@ uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl)
 		*fl |= TH_OBS_STEP;
 	th_writer_tie_from(d, kc, *fl);
 	return (uint64_t)seq | (1ull << 33);
+}
+
+void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc, int ctr, int *fl, uint64_t *ktie)
+{
+	th_writer_tie_from(d, kc, *fl);
+	if (kpage > 0 && d->off_real != koff) {
+		th_rec_tie = exact_tie(d, ctr, fl);
+		if (th_rec_tie)
+			*ktie = th_rec_tie;
+	}
 }

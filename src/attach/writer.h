@@ -51,22 +51,6 @@ uint64_t th_writer_commit_kernel(struct th_writer *w, const struct th_sample *s,
 int th_writer_install(struct th_writer *w, const struct th_snap *prev);
 
 /*
- * The tie of a page record (timehandsd's windup, and the simulation's
- * daemon) where the REALTIME offset the discipline holds after its sample
- * is not the kernel's of the count read before the sample (a step between
- * the two reads, or an offset the sample could only bracket): the kernel's
- * offset read again, now with its count. Where the held offset differs
- * from it, the kernel's is taken exactly, a step into a new epoch that
- * serves no counter before one read after the offset's (*fl gets
- * TH_OBS_STEP; `ctr`: the counter may be read). Returns that count | 2^33,
- * the tie of a record whose readers see any later update of the kernel's
- * (a step) at once; 0 where the kernel's page cannot be read now (the
- * record untied: a step before the next windup is that windup's). Its
- * records serve no counter read before that count was (th_writer_tie_from).
- */
-uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl);
-
-/*
  * A record tied to a kernel count holds the kernel's offset of that count,
  * not of the counters before it: a step the kernel took back before that
  * count lies between them, and a reader of the daemon's page, which takes
@@ -78,6 +62,24 @@ uint64_t th_writer_exact_tie(struct th_disc *d, int ctr, int *fl);
  * counter before the jump; the discipline then drops its cut).
  */
 void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl);
+
+/*
+ * The tie of a page record (timehandsd's windup, and the simulation's
+ * daemon), after the discipline observed its sample: the windup read the
+ * kernel's page before the sample (kpage: th_hw_kpage_real's result, koff
+ * its REALTIME offset; kc: a counter read after it, 0 if none) and tied
+ * th_rec_tie to that count. Its records serve no counter below kc
+ * (th_writer_tie_from). Where the offset the discipline now holds is not
+ * koff (a step between the two reads, or an offset the sample could only
+ * bracket), the kernel's offset is read again with its count and taken
+ * exactly, a step into a new epoch where it differs from the held one
+ * (*fl gets TH_OBS_STEP; `ctr`: the counter may be read), and th_rec_tie
+ * and *ktie (the writer's last tie) become that count | 2^33, so that
+ * readers see any later update of the kernel's (a step) at once; where the
+ * page cannot be read again, th_rec_tie is 0, the record untied (a step
+ * before the next windup is that windup's).
+ */
+void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc, int ctr, int *fl, uint64_t *ktie);
 
 /* Counter discontinuities (jumps) a writer saw, kernel MONOTONIC ns: three
  * within 60 s and the counter is not used until `until`, for 10 s the

@@ -116,7 +116,7 @@ void vd_windup(void)
 	int have = th_snapshot(tl, &s, &retries) == 0;
 	/* As timehandsd: the records tied to the kernel's count read before
 	 * the sample (the last one read, or an odd one, while it cannot be). */
-	int64_t koff;
+	int64_t koff = 0;
 	uint32_t kcount;
 	int kpage = th_hw_kpage_real(&koff, &kcount);
 	uint64_t kc = kpage > 0 ? th_hw_ctr_ordered() : 0;
@@ -130,12 +130,7 @@ void vd_windup(void)
 	int fl = th_disc_observe(&V.disc, &smp, have ? &s : NULL);
 	/* As timehandsd: tied only while the offset held is the kernel's of
 	 * the count exactly. */
-	th_writer_tie_from(&V.disc, kc, fl);
-	if (kpage > 0 && V.disc.off_real != koff) {
-		th_rec_tie = th_writer_exact_tie(&V.disc, 1, &fl);
-		if (th_rec_tie)
-			V.ktie = th_rec_tie;
-	}
+	th_writer_page_tie(&V.disc, kpage, koff, kc, 1, &fl, &V.ktie);
 	/* As timehandsd: offsets measured again while wide, and no
 	 * publication (no heartbeat) while they stay wide. */
 	fl |= th_sample_offsets_again(&V.sp, &V.disc, 1);

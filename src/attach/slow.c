@@ -87,6 +87,20 @@ static int kernel_own(const struct th_proc *p, const struct th_snap *s, int ck)
 	       (s->kind == TH_REC_KERNEL && !p->trust.usable && th_snap_ceiling(s, th__ck_line(ck)) == 0);
 }
 
+/*
+ * A fine REALTIME reading with an offset no record has followed yet (a step)
+ * raises no G3 floor (its epoch is not known yet); the record that follows
+ * the step carries the step's offset with coarse values that may lie below
+ * the reading's (the daemon's tick, or a retie's counter after it). The
+ * coarse floor, MONOTONIC `m` of the reading, holds every later coarse
+ * REALTIME of that offset at or above it (G3), and stays below every later
+ * fine reading (G2, so G4 holds).
+ */
+static void stepped_floor(struct th_proc *p, uint64_t m)
+{
+	th__raise_coarse_floor(p, m);
+}
+
 /* The kernel's count `seq` as a tie of every clock (bit 32), for
  * tied_still. */
 static inline uint64_t kcount_tie(uint32_t seq)
@@ -195,7 +209,11 @@ int th__kernel_value(struct th_proc *p, const struct th_snap *s, int ck, uint64_
 	*v = exact ? ke : m + off;
 	/* an offset of the kernel's the record has not followed (a step):
 	 * of no epoch's G3 floor */
-	return toff != snap_offset(s, sel) ? 2 : 1;
+	if (toff != snap_offset(s, sel)) {
+		stepped_floor(p, m);
+		return 2;
+	}
+	return 1;
 }
 
 /* The offset of clock `sel` from page record s's MONOTONIC into *off: 1;
@@ -290,9 +308,11 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 					th__windup_try(); /* the daemon is late: check on it */
 				if (d < ps.dlo)
 					d = ps.dlo;
-				uint64_t v = th_line_eval(&ps, line, d) + (uint64_t)off;
+				uint64_t m = th_line_eval(&ps, line, d), v = m + (uint64_t)off;
 				if (!page_still_read(p, lc))
 					return 0; /* read again */
+				if (stepped)
+					stepped_floor(p, m);
 				*ns = stepped ? v : th__above_floor(p, v, ck, page_epoch(p, ps.epoch));
 				return 1 + stepped;
 			}
@@ -321,6 +341,8 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 		    : sel == TH_SEL_BOOT ? th__W.disc.off_boot
 		    : sel == TH_SEL_TAI	 ? th__W.disc.off_tai
 					 : 0;
+	if (stepped)
+		stepped_floor(p, v);
 	*ns = stepped ? v + (uint64_t)off : th__above_floor(p, v + (uint64_t)off, ck, have ? page_epoch(p, ps.epoch) : 0);
 	return 1 + stepped;
 }
@@ -436,8 +458,12 @@ again:;
 					continue;
 				if (d < s.dlo)
 					d = s.dlo;
-				*ns = th_line_eval(&s, line, d) + (uint64_t)toff;
-				return toff != snap_offset(&s, sel);
+				uint64_t m = th_line_eval(&s, line, d);
+				*ns = m + (uint64_t)toff;
+				if (toff == snap_offset(&s, sel))
+					return 0;
+				stepped_floor(p, m);
+				return 1;
 			}
 		}
 		int kv = th__kernel_value(p, &s, ck, &v);

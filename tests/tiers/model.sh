@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # make test-model: the Spin models of the publication protocol
-# (tests/model/timehands.pml, in local mode) and of the coarse block
-# (tests/model/coarse.pml), seven exhaustive checks:
+# (tests/model/timehands.pml, in local mode), of the coarse block
+# (tests/model/coarse.pml) and of records tied to the kernel's updates
+# (tests/model/tie.pml), eight exhaustive checks:
 #   local:safety   the assertions (no torn record, results within EPS of the
 #                  kernel) with ltl safety (monotonic across reads, and
 #                  bounded_retries: a read retries at most 2 x (commits made
@@ -52,6 +53,18 @@
 #                  writer does; 1.6e7 states, ~20 s, 1.2 GB). Two readers
 #                  reading once each exceed 1e8 states and are not run; the
 #                  readers share only the coarse floor, which only grows.
+#   tie:safety     REALTIME offsets of records tied to the kernel's updates
+#                  (record.h th_rec_tie): a kernel that makes three updates,
+#                  each a step either way or none; a writer making three
+#                  windups or reties (the cut after the count, the exact
+#                  re-read of timehandsd's page tie, the retie's cut across
+#                  more than one update); one reader reading twice, its
+#                  counter before or after the record's word, fast or slow
+#                  path (the count re-checked after its counter): every
+#                  offset served is the one in force at the reading's counter
+#                  (6.2e7 states, ~45 s, 3 GB). MODEL_DEFINES=-DBREAK_NO_CUT,
+#                  -DBREAK_RETIE_NO_CUT, -DBREAK_UNTIE, -DBREAK_NO_RECHECK
+#                  each fail it (top of the model).
 # Common bounds: RING=2 (every commit wraps: a reader stalled across one
 # commit sees its slot rewritten), MAXT=4 ticks, at most NWINDUPS=2 windups in
 # all; install_line makes ATTEMPTS=1 attempt; th_snapshot makes TRIES=1
@@ -105,17 +118,18 @@ declare -A WORLD=(
 	[small]="-DRING=2 -DMAXT=3 -DNWINDUPS=1 -DATTEMPTS=1 -DTRIES=1 -DWINDERS=1 -DNREADS=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
 	[daemon]="-DDAEMON -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
 	[coarse]="-DNR=1 -DNREADS=2 -DNWINDUPS=2 -DDEATHS=2"
+	[tie]="-DNR=1 -DNREADS=2"
 	[prompt]="-DDAEMON -DDAEMON_PROMPT -DRING=2 -DMAXT=4 -DNR=1 -DNREADS=2 -DNWINDUPS=2 -DATTEMPTS=1 -DTRIES=1 -DFIX_PASS_RETRY -DCOUNTER_EITHER"
 )
 # the model file of each world that is not timehands.pml's; its claim
 # `safety` is its assertions (it has no ltl formula)
-declare -A MODEL_OF=([coarse]=coarse.pml)
+declare -A MODEL_OF=([coarse]=coarse.pml [tie]=tie.pml)
 # world:claim pairs; MODEL_WORLDS="w ..." checks both claims in each world
 if [ -n "${MODEL_WORLDS:-}" ]; then
 	checks=""
 	for w in $MODEL_WORLDS; do checks="$checks $w:safety $w:progress"; done
 else
-	checks=${MODEL_CHECKS:-"local:safety stall:safety small:progress prompt:safety prompt:progress daemon:safety coarse:safety"}
+	checks=${MODEL_CHECKS:-"local:safety stall:safety small:progress prompt:safety prompt:progress daemon:safety coarse:safety tie:safety"}
 fi
 extra=${MODEL_DEFINES:-}
 timeout_s=${MODEL_TIMEOUT:-600}

@@ -101,6 +101,16 @@ static void stepped_floor(struct th_proc *p, uint64_t m)
 	th__raise_coarse_floor(p, m);
 }
 
+/* A counter `d` below record s's window by less than TH_CUT_SKEW_NS on its
+ * line (a line record tied to a kernel update, not the kernel's own). */
+static int cut_skew(const struct th_snap *s, int64_t d)
+{
+	int64_t r = s->hi[TH_MONO];
+	if (!(s->flags & TH_RECF_TIED) || th_snap_kline(s) || r <= 0)
+		return 0;
+	return (__int128)(s->dmin - d) * r <= (__int128)TH_CUT_SKEW_NS << 32;
+}
+
 /* The kernel's count `seq` as a tie of every clock (bit 32), for
  * tied_still. */
 static inline uint64_t kcount_tie(uint32_t seq)
@@ -423,6 +433,18 @@ again:;
 		if (s.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
 			int64_t d = (int64_t)(c - s.anchor);
+			/* An ordered counter below a window whose writer cut it
+			 * at its own counter (th_snap_cut), by less than an uncut
+			 * window reaches below its sample: read after this
+			 * record was found, so after the kernel's update it is
+			 * tied to (its offset the kernel's here while that
+			 * update is the latest), it is another CPU's counter
+			 * lagging the writer's. The window's start, as for a
+			 * counter a little below the base: the kernel's clock
+			 * (phi, below) may lie above the line's readings that
+			 * follow. */
+			if (ordered && d < s.dmin && cut_skew(&s, d))
+				d = s.dmin;
 			/* the kernel's line is served only while its update is
 			 * the kernel's latest (record.h, kseq) */
 			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq, ck, c)) {

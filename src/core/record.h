@@ -470,6 +470,12 @@ static inline uint64_t th_phi(uint64_t k, uint64_t C, uint64_t bound)
  */
 #define TH_PAGE_LAG_NS 600
 
+/* The most an ordered counter read after a record was found may lie below
+ * the window its writer cut at the writer's own counter and still be taken
+ * for another CPU's lagging counter (the slow path's cut_skew): the reach
+ * of an uncut window below its sample (th_disc_cfg.tol_ns's default). */
+#define TH_CUT_SKEW_NS 10000
+
 /*
  * phi for a reader of the daemon's page: max(k - TH_PAGE_LAG_NS, min(C, k +
  * bound)). A page reader cannot announce itself, so a daemon preempted

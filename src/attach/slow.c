@@ -313,6 +313,10 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 			int64_t d = (int64_t)(c - ps.anchor);
 			if (!tied_still(kc, c))
 				return 0; /* a step since the offset: read again */
+			/* another CPU's counter lagging the daemon's cut, as in
+			 * th__fine_slow */
+			if (ordered && d < ps.dmin && cut_skew(&ps, d))
+				d = ps.dmin;
 			if (d >= ps.dmin && d <= ps.dhi) {
 				if (d >= ps.ddue)
 					th__windup_try(); /* the daemon is late: check on it */

@@ -283,6 +283,20 @@ static void sc_step_kpage_shared(struct sim_config *c)
 	sim_add_stall(c, -1, kpage_steps[r % (uint64_t)count_steps(kpage_steps)], 1 + (int)((r >> 8) % 40), d);
 }
 
+/* The same skew with the kernel's data page and the daemon's page, whose
+ * records are cut at the daemon's counter (th_writer_tie_from): a reader on
+ * a CPU that lags the daemon's finds its counter below the cut. Not a test
+ * yet: the daemon's line, measured on one CPU, is off by the skew on the
+ * other for longer than the oracle's soft accuracy allows, and a few seeds
+ * step back (doc/design.md). */
+static void sc_skew_kpage_shared(struct sim_config *c)
+{
+	sc_skew_small(c);
+	c->kpage = 1;
+	c->daemon = 1;
+	c->duration_ns = 100 * MS;
+}
+
 /* A reader of the daemon's page whose record the kernel has moved on from
  * by a tick (th__page_moved_v) held up between its read of the kernel's
  * REALTIME offset and its counter read, while the kernel steps REALTIME
@@ -682,6 +696,7 @@ static const struct scenario scenarios[] = {
 	{"cpus-sync", sc_cpus_sync},
 	{"skew-small", sc_skew_small},
 	{"skew-large", sc_skew_large},
+	{"skew-kpage-shared", sc_skew_kpage_shared},
 	{"stall-random", sc_stall_random},
 	{"reader-stall", sc_reader_stall},
 	{"wide-offsets", sc_wide_offsets},
@@ -690,6 +705,13 @@ static const struct scenario scenarios[] = {
 	{"wide-suspend", sc_wide_suspend},
 };
 #define NSCEN (sizeof scenarios / sizeof *scenarios)
+
+/* Scenarios that find a hole still open (doc/design.md): run only when
+ * named (--scenario), never in a run of them all. */
+static int by_name_only(const char *name)
+{
+	return !strcmp(name, "skew-kpage-shared");
+}
 
 /* Every writer step, stalled for longer than a record's window. */
 static int stall_sweep(uint64_t seed, int verbose, const char *step, int occ_only)
@@ -912,7 +934,7 @@ int main(int argc, char **argv)
 	for (uint64_t k = 0;; k++) {
 		uint64_t s = seed + k;
 		for (size_t i = 0; i < NSCEN; i++) {
-			if (only && strcmp(only, scenarios[i].name))
+			if (only ? strcmp(only, scenarios[i].name) != 0 : by_name_only(scenarios[i].name))
 				continue;
 			bad += run_one(&scenarios[i], s, verbose);
 			runs++;

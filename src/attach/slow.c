@@ -101,14 +101,22 @@ static void stepped_floor(struct th_proc *p, uint64_t m)
 	th__raise_coarse_floor(p, m);
 }
 
-/* A counter `d` below record s's window by less than TH_CUT_SKEW_NS on its
- * line (a line record tied to a kernel update, not the kernel's own). */
-static int cut_skew(const struct th_snap *s, int64_t d)
+/*
+ * Counter delta `d` of a slow-path reading of line record s, its window's
+ * start where d lies below the window by less than TH_TOL_NS on the line.
+ * An ordered counter read after s was found is read after the kernel's
+ * update s is tied to (s's offset is the kernel's there while that update
+ * is the latest), so below a window its writer cut at the writer's own
+ * counter (th_snap_cut) it is another CPU's counter lagging the writer's,
+ * served as a counter a little below a record's base is: the kernel's
+ * clock (phi) it would go to may lie above the line's later readings.
+ */
+static int64_t lagging_ctr(const struct th_snap *s, int64_t d, int ordered)
 {
 	int64_t r = s->hi[TH_MONO];
-	if (!(s->flags & TH_RECF_TIED) || th_snap_kline(s) || r <= 0)
-		return 0;
-	return (__int128)(s->dmin - d) * r <= (__int128)TH_CUT_SKEW_NS << 32;
+	if (!ordered || d >= s->dmin || !(s->flags & TH_RECF_TIED) || th_snap_kline(s) || r <= 0)
+		return d;
+	return (__int128)(s->dmin - d) * r <= (__int128)TH_TOL_NS << 32 ? s->dmin : d;
 }
 
 /* The kernel's count `seq` as a tie of every clock (bit 32), for
@@ -313,10 +321,7 @@ static int shared_value(struct th_proc *p, uint64_t lc, int ck, int ordered, uin
 			int64_t d = (int64_t)(c - ps.anchor);
 			if (!tied_still(kc, c))
 				return 0; /* a step since the offset: read again */
-			/* another CPU's counter lagging the daemon's cut, as in
-			 * th__fine_slow */
-			if (ordered && d < ps.dmin && cut_skew(&ps, d))
-				d = ps.dmin;
+			d = lagging_ctr(&ps, d, ordered);
 			if (d >= ps.dmin && d <= ps.dhi) {
 				if (d >= ps.ddue)
 					th__windup_try(); /* the daemon is late: check on it */
@@ -436,19 +441,7 @@ again:;
 		uint64_t v;
 		if (s.kind == TH_REC_LINE) {
 			uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
-			int64_t d = (int64_t)(c - s.anchor);
-			/* An ordered counter below a window whose writer cut it
-			 * at its own counter (th_snap_cut), by less than an uncut
-			 * window reaches below its sample: read after this
-			 * record was found, so after the kernel's update it is
-			 * tied to (its offset the kernel's here while that
-			 * update is the latest), it is another CPU's counter
-			 * lagging the writer's. The window's start, as for a
-			 * counter a little below the base: the kernel's clock
-			 * (phi, below) may lie above the line's readings that
-			 * follow. */
-			if (ordered && d < s.dmin && cut_skew(&s, d))
-				d = s.dmin;
+			int64_t d = lagging_ctr(&s, (int64_t)(c - s.anchor), ordered);
 			/* the kernel's line is served only while its update is
 			 * the kernel's latest (record.h, kseq) */
 			if (d >= s.dmin && d <= s.dhi && !th__kseq_moved(s.kseq, ck, c)) {

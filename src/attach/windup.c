@@ -383,14 +383,13 @@ static int retie(struct th_proc *p, const struct th_snap *s, uint64_t x, int64_t
 			if (lc > v.coarse)
 				v.coarse = lc;
 		}
-		/* More than the one update since the line's tie (the count
-		 * moves by 2 per update, kdata.h): one of those between may
-		 * have stepped REALTIME and another stepped it back, and a
-		 * counter read then is not of this offset. The line from this
-		 * windup's counter on only, read after the count (th_snap_cut);
-		 * after the one update, the line's offset was the kernel's at
-		 * every counter of its window. */
-		if ((uint32_t)s->kseq + 2 != seq) {
+		/* More than the one update since the line's tie: one of
+		 * those between may have stepped REALTIME and another stepped
+		 * it back, and a counter read then is not of this offset. The
+		 * line from this windup's counter on only, read after the
+		 * count (th_snap_cut); after the one update, the line's offset
+		 * was the kernel's at every counter of its window. */
+		if ((uint32_t)s->kseq + TH_KSEQ_PER_UPDATE != seq) {
 			th_writer_tie_from(&th__W.disc, c, 0);
 			v.from = th__W.disc.epoch_from;
 		}

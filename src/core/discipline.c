@@ -16,7 +16,7 @@ void th_disc_config_default(struct th_disc_config *cfg, uint64_t tick_ns)
 	cfg->min_window_ns = 50000;
 	cfg->budget_ns = 300.0;
 	cfg->guard_ns = 250;
-	cfg->tol_ns = 10000;
+	cfg->tol_ns = TH_TOL_NS;
 	cfg->max_slew = 500e-6;
 	cfg->calib_ns = 50000;
 	cfg->jump_ns = 20000;

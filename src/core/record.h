@@ -470,11 +470,16 @@ static inline uint64_t th_phi(uint64_t k, uint64_t C, uint64_t bound)
  */
 #define TH_PAGE_LAG_NS 600
 
-/* The most an ordered counter read after a record was found may lie below
- * the window its writer cut at the writer's own counter and still be taken
- * for another CPU's lagging counter (the slow path's cut_skew): the reach
- * of an uncut window below its sample (th_disc_cfg.tol_ns's default). */
-#define TH_CUT_SKEW_NS 10000
+/* How far below its sample a line's window reaches (th_disc_cfg.tol_ns):
+ * a counter of another CPU lagging the writer's, or read before the record
+ * was found, is clamped to the window's start rather than refused. The slow
+ * path takes an ordered counter that far below a window cut at its writer's
+ * counter for another CPU's too (slow.c, lagging_ctr). */
+#define TH_TOL_NS 10000
+
+/* The kernel's update count moves by this much per update (odd while the
+ * kernel writes its page): a tie that moved by more missed an update. */
+#define TH_KSEQ_PER_UPDATE 2u
 
 /*
  * phi for a reader of the daemon's page: max(k - TH_PAGE_LAG_NS, min(C, k +

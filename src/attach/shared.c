@@ -83,6 +83,15 @@ int th__page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *de
 			    "timehandsd publishes kernel records (it does not trust the counter)", "");
 		return 0;
 	}
+	if (th__W.dt.until && now < th__W.dt.until) {
+		/* This process saw the counter diverge from the kernel (a
+		 * counter skewed between CPUs, or one that jumps): the daemon's
+		 * line, measured on its own CPU, is no better here than a local
+		 * one, so the kernel serves until the distrust ends. */
+		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason,
+			    "this process saw the counter diverge from the kernel: kernel clocks for now", "");
+		return 0;
+	}
 	if (!page_counter_ok(p, flags)) {
 		th__copy_reason(th__W.page_reason, sizeof th__W.page_reason, "the counter may not be read here: ",
 			    p->trust.reason);

@@ -230,24 +230,10 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 	return 0;
 }
 
-/*
- * REALTIME from the library's reader (which raises the G3 floor), returned in
- * registers and converted with two scalar stores: the caller reads tv_usec
- * right away, and a 16-byte vector store of the pair cannot forward its
- * upper half to that load on some CPUs, which costs more than the
- * conversion.
- */
-static inline __attribute__((always_inline)) int tv_store(struct th_tv v, struct timeval *tv)
-{
-	tv->tv_sec = (time_t)v.sec;
-	tv->tv_usec = (suseconds_t)th_abi_usec(v.nsec);
-	return 0;
-}
-
 /* Split as clock_gettime's reads are (TH_FINE_FUNCS): the entry's common
  * path takes the counter first and jumps to the own timeline's read, which
  * pays neither the late counter's registers nor the page's. */
-TH_FINE_FUNCS_TO(read_tod, TH_CK_REAL, 1, struct timeval, tv_store)
+TH_FINE_FUNCS_TO(read_tod, TH_CK_REAL, 1, struct timeval, th__tv_tv)
 
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {

@@ -93,6 +93,29 @@ static void test_sandwiches(void)
 		CHECK(tv.tv_usec >= 0 && tv.tv_usec < 1000000, "tv_usec %ld", (long)tv.tv_usec);
 		CHECK(v >= ts_to_ns(&a) - 2 * US && v <= ts_to_ns(&b) + US, "gettimeofday %lld not in [%lld, %lld]",
 		      (long long)v, (long long)ts_to_ns(&a), (long long)ts_to_ns(&b));
+		/* the library call itself, with the timezone asked for on
+		 * every other read (the kernel's, as the system call's) */
+		struct timezone tz = {-1, -1}, ktz;
+		clock_gettime(CLOCK_REALTIME, &a);
+		CHECK((th_gettimeofday)(&tv, i % 2 ? &tz : NULL) == 0, "gettimeofday (library call)");
+		clock_gettime(CLOCK_REALTIME, &b);
+		v = (int64_t)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL;
+		CHECK(tv.tv_usec >= 0 && tv.tv_usec < 1000000, "tv_usec %ld (library call)", (long)tv.tv_usec);
+		CHECK(v >= ts_to_ns(&a) - 2 * US && v <= ts_to_ns(&b) + US,
+		      "gettimeofday (library call) %lld not in [%lld, %lld]", (long long)v, (long long)ts_to_ns(&a),
+		      (long long)ts_to_ns(&b));
+		if (i % 2) {
+			CHECK(syscall(SYS_gettimeofday, NULL, &ktz) == 0, "kernel timezone");
+			CHECK(tz.tz_minuteswest == ktz.tz_minuteswest && tz.tz_dsttime == ktz.tz_dsttime,
+			      "timezone %d/%d, the kernel's %d/%d", tz.tz_minuteswest, tz.tz_dsttime,
+			      ktz.tz_minuteswest, ktz.tz_dsttime);
+		}
+		if (i == 0) {
+			struct timezone tz2 = {-1, -1};
+			CHECK((th_gettimeofday)(NULL, NULL) == 0, "gettimeofday without a timeval (library call)");
+			CHECK((th_gettimeofday)(NULL, &tz2) == 0 && tz2.tz_minuteswest != -1,
+			      "gettimeofday of the timezone alone (library call)");
+		}
 		time_t t1 = time(NULL);
 		time_t tt, tr = th_time(&tt);
 		clock_gettime(CLOCK_REALTIME, &b);

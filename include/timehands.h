@@ -128,6 +128,9 @@ struct th__fast {
 	uint32_t tl_abi;                 /* minor >= 2: TH_ABI_VERSION if `tl` may be read inline, else 0 */
 	uint32_t tl_pad;
 	const void *tl;                  /* minor >= 2: this process's own timeline */
+	/* page_tl, sh_delta, sh_ctr: for the inline readers of older headers,
+	 * which read timehandsd's page themselves; this one leaves it to the
+	 * library. */
 	const void *page_tl;             /* minor >= 2: timehandsd's timeline, where it is mapped */
 	const uint32_t *sh_delta;        /* minor >= 2: page REALTIME epoch -> this process's */
 	const uint32_t *ctr_early;       /* minor >= 3: nonzero: read the counter first; 2: by RDTSCP */
@@ -193,16 +196,15 @@ static inline time_t th__time_inline(time_t *t)
  * clock id (REALTIME, MONOTONIC, MONOTONIC_RAW, BOOTTIME, TAI and the
  * *_RELAXED ids) and th_gettimeofday() without a timezone read the current
  * record where they are called, without the call into the library, on
- * x86-64 and arm64. It is the library's own fast read (src/attach/proc.h,
- * th__read_ctr and th__read_tl_v), step for step: the same ordered
- * counter read, first, the same generation protocol, the same window, the
- * same arithmetic, the same re-checks that the process still reads the
- * daemon's page after copying it and that the counter is not older than
- * the switch to the page. Anything else (a process that may not read
- * the counter first, or not yet attached; a record being written or
- * superseded, a kernel-mode record, a counter outside the window, a G3 floor
- * to raise, a library whose record ABI is not this header's) is the library
- * call. The records and the protocol are declared in <timehands/abi.h>,
+ * x86-64 and arm64. It is the library's own fast read of the process's
+ * timeline (src/attach/proc.h, th__read_ctr and th__read_tl_v), step for
+ * step: the same ordered counter read, first, the same generation protocol,
+ * the same window, the same arithmetic. Anything else (a process that reads
+ * timehandsd's page, whose reads the library makes, with the re-checks that
+ * the process still reads the page; a process that may not read the counter
+ * first, or not yet attached; a record being written or superseded, a
+ * kernel-mode record, a counter outside the window, a G3 floor to raise, a
+ * library whose record ABI is not this header's) is the library call. The records and the protocol are declared in <timehands/abi.h>,
  * versioned (TH_ABI_VERSION); the library's records are laid out as
  * declared there (src/core/record.h checks every field).
  */
@@ -214,19 +216,11 @@ static inline time_t th__time_inline(time_t *t)
  * (every thread computes the same values; ctr_op, below, says when they are
  * all there). */
 struct th__fine_ctx {
-	const struct th_abi_timeline *tl, *page_tl;
+	const struct th_abi_timeline *tl;
 	const uint64_t *g3;
-	const uint32_t *sh_delta;
-	const uint64_t *sh_ctr;
 	const uint32_t *kcount;
 	uint32_t ctr_op;
 };
-/* sh_ctr: the counter from which a read of the daemon's page may serve the
- * counter it took first (minor >= 4); with an older library, none (every
- * page read is the library call). */
-static const uint64_t th__sh_ctr_none = ~(uint64_t)0;
-/* sh_delta: the page's REALTIME epoch to this process's (minor >= 2). */
-static const uint32_t th__sh_delta_none = 0;
 /* kcount: the kernel's data page count, where the library found it; until
  * then an odd word, which no tied record matches. */
 static const uint32_t th__kcount_none = 1;
@@ -243,7 +237,7 @@ static const uint32_t th__kcount_none = 1;
  * every read is the library call. Stored last, with release (pairs with the
  * acquire load in th__fine_inline): a reader that sees 1 to 3 sees the
  * rest. */
-static struct th__fine_ctx th__fine_cache = {0, 0, 0, &th__sh_delta_none, &th__sh_ctr_none, &th__kcount_none, 0};
+static struct th__fine_ctx th__fine_cache = {0, 0, &th__kcount_none, 0};
 static inline void th__fine_fill(void)
 {
 	if (__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0)
@@ -267,14 +261,9 @@ static inline void th__fine_fill(void)
 		}
 	}
 	if (op != 4) {
-		if (f->minor >= 4 && f->sh_ctr)
-			__atomic_store_n(&th__fine_cache.sh_ctr, f->sh_ctr, __ATOMIC_RELAXED);
 		if (f->kseq)
 			__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.g3, f->g3, __ATOMIC_RELAXED);
-		__atomic_store_n(&th__fine_cache.page_tl, (const struct th_abi_timeline *)f->page_tl, __ATOMIC_RELAXED);
-		if (f->sh_delta)
-			__atomic_store_n(&th__fine_cache.sh_delta, f->sh_delta, __ATOMIC_RELAXED);
 		__atomic_store_n(&th__fine_cache.tl, (const struct th_abi_timeline *)f->tl, __ATOMIC_RELAXED);
 	}
 	__atomic_store_n(&th__fine_cache.ctr_op, op, __ATOMIC_RELEASE);
@@ -334,22 +323,24 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
 
 /*
  * One fast read of clock ck (TH_ABI_CK_*) from this process's timeline
- * x->tl, or from the daemon's x->page_tl while the process's word names the
- * shared slot, with the counter read right after the process's word by
+ * x->tl, with the counter read right after the process's word by
  * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one), the
  * record read by th_abi_eval, as the library reads it: 1 with (*sec,
- * *nsec), or 0 when the library must read.
+ * *nsec), or 0 when the library must read, also whenever the word names
+ * the shared slot: the daemon's page is the library's to read (its split
+ * reader of the page costs less than a second reader here, and this one
+ * stays a single straight path).
  */
 static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
 							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
 							      uint64_t (*ctr)(void), int64_t *osec, int64_t *onsec)
 {
-	/* Acquire: the record (or the page mapping and the floors of the
-	 * switch) is loaded after the word that names it; pairs with the
-	 * writer's release commit (or the switch's release CAS). */
-	const struct th_abi_timeline *own = tl;
-	uint64_t lc = __atomic_load_n(&own->cur, __ATOMIC_ACQUIRE), cur = lc;
-	int shared = th_abi_cur_slot(lc) == TH_ABI_SLOT_SHARED;
+	/* Acquire: the record is loaded after the word that names it; pairs
+	 * with the writer's release commit. */
+	uint64_t cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
+	/* Before the counter, which a page read would not use. */
+	if (__builtin_expect(th_abi_cur_slot(cur) == TH_ABI_SLOT_SHARED, 0))
+		return 0;
 	/* The counter now, before the record is found (the compiler barrier
 	 * keeps the loads below after it in program order); or, with op 3,
 	 * the fence now and the counter after the copy (th_abi_eval). */
@@ -360,17 +351,10 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	else
 		TH__LATE_FENCE();
 	__asm__ volatile("" ::: "memory");
-	if (__builtin_expect(shared, 0)) {
-		tl = __atomic_load_n(&x->page_tl, __ATOMIC_RELAXED);
-		if (tl == 0)
-			return 0;
-		/* Acquire: pairs with the daemon's release commit. */
-		cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
-	}
 	int64_t sec, n;
 	uint64_t ep;
-	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, early, c, th__ctr_late, &x->kcount, 0, shared, &own->cur, lc,
-					  &x->sh_ctr, &x->sh_delta, &sec, &n, &ep),
+	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, ck, early, c, th__ctr_late, &x->kcount, 0, 0, 0, 0,
+					  0, 0, &sec, &n, &ep),
 			     0))
 		return 0;
 	if (ck == TH_ABI_CK_REAL) {
@@ -389,9 +373,12 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 }
 
 /* The library call behind an inline read, which then fills the cache (the
- * first call attaches the library). */
+ * first call attaches the library); once it is filled, a tail call (a
+ * process reading timehandsd's page makes every read here). */
 static __attribute__((noinline, unused)) int th__fine_call(clockid_t id, struct timespec *ts)
 {
+	if (__builtin_expect(__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0, 1))
+		return (th_clock_gettime)(id, ts);
 	int r = (th_clock_gettime)(id, ts);
 	th__fine_fill();
 	return r;
@@ -433,6 +420,8 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 /* gettimeofday without a timezone: REALTIME inline, in microseconds. */
 static __attribute__((noinline, unused)) int th__gettimeofday_call(struct timeval *tv, void *tz)
 {
+	if (__builtin_expect(__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0, 1))
+		return (th_gettimeofday)(tv, tz);
 	int r = (th_gettimeofday)(tv, tz);
 	th__fine_fill();
 	return r;

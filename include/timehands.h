@@ -401,6 +401,10 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 			return 0;
 		}
 	}
+	/* the cache filled (a refusal, a process reading timehandsd's page):
+	 * the library, directly */
+	if (__builtin_expect(op != 0, 1))
+		return (th_clock_gettime)(id, ts);
 	return th__fine_call(id, ts);
 }
 
@@ -441,6 +445,8 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 			return 0;
 		}
 	}
+	if (__builtin_expect(op != 0, 1))
+		return (th_gettimeofday)(tv, tz);
 	return th__gettimeofday_call(tv, tz);
 }
 #define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))

@@ -120,7 +120,7 @@ int th_status(struct th_status *st, size_t size);
 #define TH__FAST_ABI 1
 struct th__fast {
 	uint32_t abi;                    /* TH__FAST_ABI */
-	uint32_t minor;                  /* 1: ksec and kseq exist; 6: g3's seconds never 0 */
+	uint32_t minor;                  /* 1: ksec and kseq exist; 6: g3's seconds never 0; 7: fns */
 	time_t (*time_fn)(time_t *);     /* the kernel's time(); NULL until attached */
 	const uint64_t *g3;              /* [47:0] seconds floor, [63:48] REALTIME epoch */
 	const uint64_t *ksec;            /* minor >= 1: the kernel's REALTIME seconds, or NULL */
@@ -137,6 +137,16 @@ struct th__fast {
 	const uint64_t *sh_ctr;          /* minor >= 4: the page serves a first-read counter from here */
 	uint32_t attached;               /* minor >= 5: nonzero once the library has attached */
 	uint32_t pad5;
+	const struct th__fine_fns *fns;  /* minor >= 7: the library's reads per clock */
+};
+/* The library's reads of one clock each, which th_clock_gettime and
+ * th_gettimeofday dispatch to: the inline reads call them where the library
+ * must read (a refusal, a process reading timehandsd's page), without the
+ * dispatch over clock ids. fine[] in TH_ABI_CK_* order. */
+struct th__fine_fns {
+	int (*fine[5])(struct timespec *);
+	int (*relaxed[2])(struct timespec *); /* MONOTONIC, REALTIME */
+	int (*tod)(struct timeval *);
 };
 const struct th__fast *th__fast(void);
 
@@ -146,7 +156,7 @@ const struct th__fast *th__fast(void);
  * kernel's time() where its second cannot be read from memory. */
 static __attribute__((noinline, unused)) time_t th__time_call(time_t *t, const struct th__fast **cache)
 {
-	static const struct th__fast none = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* ksec NULL */
+	static const struct th__fast none = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; /* ksec NULL */
 	const struct th__fast *f = __atomic_load_n(cache, __ATOMIC_RELAXED);
 	if (f == 0) {
 		f = th__fast();
@@ -220,6 +230,7 @@ struct th__fine_ctx {
 	const uint64_t *g3;
 	const uint32_t *kcount;
 	uint32_t ctr_op;
+	const struct th__fine_fns *fns; /* NULL: the exported calls */
 };
 /* kcount: the kernel's data page count, where the library found it; until
  * then an odd word, which no tied record matches. */
@@ -237,7 +248,7 @@ static const uint32_t th__kcount_none = 1;
  * every read is the library call. Stored last, with release (pairs with the
  * acquire load in th__fine_inline): a reader that sees 1 to 3 sees the
  * rest. */
-static struct th__fine_ctx th__fine_cache = {0, 0, &th__kcount_none, 0};
+static struct th__fine_ctx th__fine_cache = {0, 0, &th__kcount_none, 0, 0};
 static inline void th__fine_fill(void)
 {
 	if (__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0)
@@ -260,6 +271,8 @@ static inline void th__fine_fill(void)
 				op = 4;
 		}
 	}
+	if (f->minor >= 7 && f->fns)
+		__atomic_store_n(&th__fine_cache.fns, f->fns, __ATOMIC_RELAXED);
 	if (op != 4) {
 		if (f->kseq)
 			__atomic_store_n(&th__fine_cache.kcount, f->kseq, __ATOMIC_RELAXED);
@@ -402,9 +415,13 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 		}
 	}
 	/* the cache filled (a refusal, a process reading timehandsd's page):
-	 * the library, directly */
-	if (__builtin_expect(op != 0, 1))
+	 * the library's read of this clock, directly */
+	if (__builtin_expect(op != 0, 1)) {
+		const struct th__fine_fns *fn = __atomic_load_n(&th__fine_cache.fns, __ATOMIC_RELAXED);
+		if (__builtin_expect(fn != 0 && ts != 0, 1))
+			return ordered ? fn->fine[ck](ts) : fn->relaxed[ck == TH_ABI_CK_REAL](ts);
 		return (th_clock_gettime)(id, ts);
+	}
 	return th__fine_call(id, ts);
 }
 
@@ -445,8 +462,12 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 			return 0;
 		}
 	}
-	if (__builtin_expect(op != 0, 1))
+	if (__builtin_expect(op != 0, 1)) {
+		const struct th__fine_fns *fn = __atomic_load_n(&th__fine_cache.fns, __ATOMIC_RELAXED);
+		if (__builtin_expect(fn != 0 && tv != 0 && tz == 0, 1))
+			return fn->tod(tv);
 		return (th_gettimeofday)(tv, tz);
+	}
 	return th__gettimeofday_call(tv, tz);
 }
 #define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))

@@ -136,6 +136,13 @@ static __attribute__((noinline)) int gettimeofday_other(struct timeval *tv, void
 	return tv ? get_tod(tv) : 0;
 }
 
+/* For the header's inline reads, where the library must read (th__fast). */
+const struct th__fine_fns th__fine_fns_tbl = {
+	{get_monotonic, get_realtime, get_boottime, get_tai, get_raw},
+	{get_monotonic_relaxed, get_realtime_relaxed},
+	get_tod,
+};
+
 TH_API TH_ENTRY_LAYOUT int th_gettimeofday(struct timeval *tv, void *tz)
 {
 	if (TH_UNLIKELY(tz != NULL || !tv))

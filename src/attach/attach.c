@@ -98,11 +98,11 @@ static void reset_writer(struct th_proc *p)
 #else
 #define TH_INLINE_TL_ABI TH_ABI_VERSION
 #endif
-static struct th__fast fast_state = {TH__FAST_ABI, 6, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
+static struct th__fast fast_state = {TH__FAST_ABI, 7, NULL, (const uint64_t *)(const void *)&th__P.g3, NULL, NULL, TH_INLINE_TL_ABI, 0, &th__P.tl,
 				      th__page_area.bytes + TH_PAGE_HDR_SIZE,
 				      (const uint32_t *)(const void *)&th__P.sh_delta,
 				      (const uint32_t *)(const void *)&th__P.ctr_early,
-				      (const uint64_t *)(const void *)&th__P.sh_ctr, 0, 0};
+				      (const uint64_t *)(const void *)&th__P.sh_ctr, 0, 0, &th__fine_fns_tbl};
 
 __attribute__((visibility("default"))) const struct th__fast *th__fast(void)
 {

@@ -168,6 +168,8 @@ struct th_proc {
 };
 
 extern struct th_proc th__P TH_HIDDEN;
+/* api.c: the reads per clock, for th__fast (attach.c) */
+extern const struct th__fine_fns th__fine_fns_tbl TH_HIDDEN;
 extern struct th_wipe *_Atomic th__wipe TH_HIDDEN;
 
 /* Out of line (attach.c, windup.c, slow.c). */

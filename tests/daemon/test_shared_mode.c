@@ -399,7 +399,7 @@ int main(int argc, char **argv)
 	 * above are the library's page reads): none served inline. */
 	{
 		const struct th__fast *f = th__fast();
-		struct th__fine_ctx x = {f->tl, f->g3, f->kseq ? f->kseq : &th__kcount_none, *f->ctr_early};
+		struct th__fine_ctx x = {f->tl, f->g3, f->kseq ? f->kseq : &th__kcount_none, *f->ctr_early, 0};
 		long inl = 0, n = 0;
 		th__fine_fill();
 		for (int i = 0; i < 100000; i++) {

@@ -376,6 +376,43 @@ static void test_g3_floor(void)
 	       boundaries);
 }
 
+/* The library's reads per clock that the header's inline reads call where
+ * the library must read (th__fast()->fns): each within the kernel's
+ * sandwich of its own clock, so that the table maps every clock to its read. */
+static void test_fine_fns(void)
+{
+	struct timespec t;
+	th_clock_gettime(CLOCK_MONOTONIC, &t); /* attach */
+	const struct th__fast *f = th__fast();
+	CHECK(f->minor >= 7 && f->fns != NULL, "th__fast: no table of reads (minor %u)", f->minor);
+	if (!f->fns)
+		return;
+	const clockid_t ids[5] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW};
+	for (int i = 0; i < 20000; i++) {
+		struct timespec a, b;
+		int k = i % 8;
+		clockid_t id = k < 5 ? ids[k] : k == 5 ? CLOCK_MONOTONIC : CLOCK_REALTIME;
+		int64_t v;
+		clock_gettime(id, &a);
+		if (k < 5) {
+			CHECK(f->fns->fine[k](&t) == 0, "fns->fine[%d]", k);
+			v = ts_to_ns(&t);
+		} else if (k < 7) {
+			CHECK(f->fns->relaxed[k - 5](&t) == 0, "fns->relaxed[%d]", k - 5);
+			v = ts_to_ns(&t);
+		} else {
+			struct timeval tv;
+			CHECK(f->fns->tod(&tv) == 0, "fns->tod");
+			v = (int64_t)tv.tv_sec * 1000000000LL + tv.tv_usec * 1000LL;
+		}
+		clock_gettime(id, &b);
+		CHECK(v >= ts_to_ns(&a) - (k == 7 ? 1000 : 0) - US && v <= ts_to_ns(&b) + US,
+		      "fns entry %d: %lld not in [%lld, %lld]", k, (long long)v, (long long)ts_to_ns(&a),
+		      (long long)ts_to_ns(&b));
+	}
+	printf("  the reads per clock of th__fast(): each inside its clock's kernel sandwich\n");
+}
+
 static void test_relaxed_per_thread(void)
 {
 	struct timespec t;
@@ -508,6 +545,7 @@ int main(void)
 	test_status();
 	test_coherence();
 	test_g3_floor();
+	test_fine_fns();
 	test_relaxed_per_thread();
 	return check_done("test_api");
 }

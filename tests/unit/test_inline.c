@@ -83,7 +83,7 @@ static struct th_timeline ptl __attribute__((aligned(64))); /* a daemon's page *
 
 static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 {
-	struct th__fine_ctx x = {(const struct th_abi_timeline *)(const void *)&tl, g3, &th__kcount_none, 1};
+	struct th__fine_ctx x = {(const struct th_abi_timeline *)(const void *)&tl, g3, &th__kcount_none, 1, 0};
 	int64_t sec = 0, n = 0;
 	int ok = th__fine_rec(x.tl, &x, ck, 1, 2, fake_ctr, &sec, &n);
 	if (ok) {
@@ -265,7 +265,7 @@ static void test_machine(uint32_t op)
 			(th_clock_gettime)(ids[ck], &a);
 			int64_t sec, n;
 			const struct th__fast *f = th__fast();
-			struct th__fine_ctx x = {f->tl, f->g3, f->kseq ? f->kseq : &th__kcount_none, *f->ctr_early};
+			struct th__fine_ctx x = {f->tl, f->g3, f->kseq ? f->kseq : &th__kcount_none, *f->ctr_early, 0};
 			TH__PRE_FENCE();
 			int ok = th__fine_rec(x.tl, &x, ck, 1, op, 0, &sec, &n);
 			(th_clock_gettime)(ids[ck], &b);

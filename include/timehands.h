@@ -214,9 +214,11 @@ static inline time_t th__time_inline(time_t *t)
  * the process still reads the page; a process that may not read the counter
  * first, or not yet attached; a record being written or superseded, a
  * kernel-mode record, a counter outside the window, a G3 floor to raise, a
- * library whose record ABI is not this header's) is the library call. The records and the protocol are declared in <timehands/abi.h>,
- * versioned (TH_ABI_VERSION); the library's records are laid out as
- * declared there (src/core/record.h checks every field).
+ * library whose record ABI is not this header's) is the library's read of
+ * that clock (th__fast()->fns), or the exported call. The records and the
+ * protocol are declared in <timehands/abi.h>, versioned (TH_ABI_VERSION);
+ * the library's records are laid out as declared there (src/core/record.h
+ * checks every field).
  */
 #if (defined(__x86_64__) || defined(__aarch64__)) && defined(CLOCK_MONOTONIC) && defined(CLOCK_REALTIME) &&   \
 	defined(CLOCK_BOOTTIME) && defined(CLOCK_TAI) && defined(CLOCK_MONOTONIC_RAW)
@@ -385,13 +387,10 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	return 1;
 }
 
-/* The library call behind an inline read, which then fills the cache (the
- * first call attaches the library); once it is filled, a tail call (a
- * process reading timehandsd's page makes every read here). */
+/* The library call behind an inline read before the cache is filled, which
+ * then fills it (the first call attaches the library). */
 static __attribute__((noinline, unused)) int th__fine_call(clockid_t id, struct timespec *ts)
 {
-	if (__builtin_expect(__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0, 1))
-		return (th_clock_gettime)(id, ts);
 	int r = (th_clock_gettime)(id, ts);
 	th__fine_fill();
 	return r;
@@ -441,8 +440,6 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 /* gettimeofday without a timezone: REALTIME inline, in microseconds. */
 static __attribute__((noinline, unused)) int th__gettimeofday_call(struct timeval *tv, void *tz)
 {
-	if (__builtin_expect(__atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_RELAXED) != 0, 1))
-		return (th_gettimeofday)(tv, tz);
 	int r = (th_gettimeofday)(tv, tz);
 	th__fine_fill();
 	return r;

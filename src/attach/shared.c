@@ -83,7 +83,7 @@ int th__page_usable(struct th_proc *p, uint64_t now, struct th_snap *ps, int *de
 			    "timehandsd publishes kernel records (it does not trust the counter)", "");
 		return 0;
 	}
-	if (th__W.dt.until && now < th__W.dt.until) {
+	if (th_distrust_on(&th__W.dt, now)) {
 		/* This process saw the counter diverge from the kernel (a
 		 * counter skewed between CPUs, or one that jumps): the daemon's
 		 * line, measured on its own CPU, is no better here than a local

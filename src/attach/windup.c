@@ -451,7 +451,7 @@ static void local_windup(struct th_proc *p, int joining)
 		return;
 
 	uint64_t now = (uint64_t)th__W.disc.line[TH_MONO].last_k;
-	int ctr = th__W.counter_usable && (th__W.dt.until == 0 || now >= th__W.dt.until);
+	int ctr = th__W.counter_usable && !th_distrust_on(&th__W.dt, now);
 	if (ctr && th__W.dt.until) {
 		th__W.dt.until = 0;
 		th__W.reason[0] = 0;

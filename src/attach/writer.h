@@ -92,4 +92,10 @@ struct th_distrust {
 /* Note a jump at `now`: 1 when it begins a period of distrust. */
 int th_distrust_note(struct th_distrust *d, uint64_t now);
 
+/* Nonzero while a period of distrust lasts at `now`. */
+static inline int th_distrust_on(const struct th_distrust *d, uint64_t now)
+{
+	return d->until != 0 && now < d->until;
+}
+
 #endif

@@ -427,8 +427,14 @@ int main(int argc, char **argv)
 		const struct th__fast *f = th__fast();
 		const clockid_t kid[5] = {CLOCK_MONOTONIC, CLOCK_REALTIME, CLOCK_BOOTTIME, CLOCK_TAI, CLOCK_MONOTONIC_RAW};
 		long served = 0, n = 0, outside = 0;
+		/* those headers read inline only where the counter is read
+		 * first (ctr_early 1 to 3), as this process may here */
+		uint32_t op = *f->ctr_early;
 		CHECK(f->minor >= 4 && f->page_tl && f->sh_ctr && f->sh_delta, "th__fast lacks what older headers read");
-		for (int batch = 0; batch < 20 && !(served > n / 2) && f->page_tl && f->sh_ctr && f->sh_delta; batch++) {
+		if (op - 1u >= 3u)
+			printf("older headers' page read: none here (ctr_early %u: they call the library)\n", op);
+		for (int batch = 0; batch < 20 && !(served > n / 2) && f->page_tl && f->sh_ctr && f->sh_delta && op - 1u < 3u;
+		     batch++) {
 			if (batch)
 				usleep(20000);
 			served = n = outside = 0;
@@ -440,7 +446,7 @@ int main(int argc, char **argv)
 				if (th_abi_cur_slot(lc) != TH_ABI_SLOT_SHARED)
 					continue;
 				n++;
-				uint64_t c = th__ctr_op(1, *f->ctr_early == 3 ? 1 : *f->ctr_early);
+				uint64_t c = th__ctr_op(1, op == 3 ? 1 : op);
 				__asm__ volatile("" ::: "memory");
 				const struct th_abi_timeline *pt = (const struct th_abi_timeline *)f->page_tl;
 				uint64_t cur = __atomic_load_n(&pt->cur, __ATOMIC_ACQUIRE);
@@ -456,9 +462,11 @@ int main(int argc, char **argv)
 					outside++;
 			}
 		}
-		CHECK(served > n / 2 && outside == 0, "older headers' page read: %ld of %ld served, %ld outside the sandwich",
-		      served, n, outside);
-		printf("older headers' page read: %ld of %ld served, all inside the kernel's sandwich\n", served, n);
+		if (op - 1u < 3u) {
+			CHECK(served > n / 2 && outside == 0,
+			      "older headers' page read: %ld of %ld served, %ld outside the sandwich", served, n, outside);
+			printf("older headers' page read: %ld of %ld served, all inside the kernel's sandwich\n", served, n);
+		}
 	}
 #endif
 

@@ -924,10 +924,11 @@ int main(int argc, char **argv)
 	/* SIM_MAX_SEEDS caps a sweep (make test-aarch64 runs the simulation
 	 * under an emulator, where the long sweeps of single scenarios would
 	 * take most of its time; make test runs them whole). */
-	const char *cap = getenv("SIM_MAX_SEEDS");
-	if (cap && atoi(cap) > 0 && seeds > atoi(cap)) {
-		printf("seeds capped from %d to %d by SIM_MAX_SEEDS\n", seeds, atoi(cap));
-		seeds = atoi(cap);
+	const char *cap_env = getenv("SIM_MAX_SEEDS");
+	int cap = cap_env ? atoi(cap_env) : 0;
+	if (cap > 0 && seeds > cap) {
+		printf("seeds capped from %d to %d by SIM_MAX_SEEDS\n", seeds, cap);
+		seeds = cap;
 	}
 	if (random_seed) {
 		if (getrandom(&seed, sizeof seed, 0) != (ssize_t)sizeof seed)

@@ -245,10 +245,15 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	int64_t ddue = TH_ABI_LD(r, ddue);
 	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
 	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
-	/* Full width (the epoch is 16 bits): a value the compiler spills
-	 * 16 bits wide and reloads wider stalls the load on x86, where
-	 * store-to-load forwarding needs the load inside the store. */
-	uint64_t ep = ck == TH_ABI_CK_REAL ? TH_ABI_LD(r, epoch) : 0;
+	/* Full width (the epoch is 16 bits), and opaque to the compiler
+	 * (the empty asm): knowing the upper bits zero, it spills the value
+	 * 16 bits wide and reloads it 64 bits wide for the G3 compare, a
+	 * load store-to-load forwarding cannot serve on x86. */
+	uint64_t ep = 0;
+	if (ck == TH_ABI_CK_REAL) {
+		ep = TH_ABI_LD(r, epoch);
+		__asm__("" : "+r"(ep));
+	}
 	/* The generation unchanged across the copy. */
 	if (__builtin_expect(th_abi_read_end(r) != g, 0))
 		return 0;

@@ -1,0 +1,71 @@
+#!/bin/sh
+# The machine code of the inline reads (<timehands.h>) as the build's compiler
+# made it: no stack slot that a function stores narrower than it loads it.
+# x86 cannot forward such a store to the load: the load waits until the
+# store reaches the cache, several nanoseconds on every read that takes the
+# path (the REALTIME epoch, 16 bits, spilled across the counter read and
+# reloaded 64 bits wide for the G3 compare, did this twice).
+# usage: codegen.sh BINARY FUNCTION-REGEX
+set -eu
+bin=$1 re=$2
+command -v objdump >/dev/null 2>&1 || { echo "SKIP: objdump is needed (Debian package: binutils)"; exit 77; }
+case $(objdump -f "$bin" | sed -n 's/.*file format //p') in
+elf64-x86-64) ;;
+*) echo "SKIP: $bin is not x86-64 code (the check reads x86-64 machine code)"; exit 77 ;;
+esac
+objdump -d --no-show-raw-insn "$bin" | awk -v re="$re" '
+function width(r) {
+	if (r ~ /^%r([abcd]x|si|di|bp|sp|[0-9]+)$/) return 64
+	if (r ~ /^%(e([abcd]x|si|di|bp|sp)|r[0-9]+d)$/) return 32
+	if (r ~ /^%([abcd]x|si|di|bp|sp|r[0-9]+w)$/) return 16
+	if (r ~ /^%([abcd]l|sil|dil|bpl|spl|r[0-9]+b)$/) return 8
+	if (r ~ /^%[xyz]mm/) return 128
+	return 0
+}
+function suffix(m) {
+	if (m ~ /^movz|^movs[bwl][wlq]$/) { c = substr(m, 5, 1); return c == "b" ? 8 : c == "w" ? 16 : 32 }
+	c = substr(m, length(m), 1)
+	return c == "q" ? 64 : c == "l" ? 32 : c == "w" ? 16 : c == "b" ? 8 : 0
+}
+function flush(   s) {
+	for (s in st)
+		if (s in ld && ld[s] > st[s]) {
+			printf "%s: %s stored %d bits wide, loaded %d bits wide\n", fn, s, st[s], ld[s]
+			bad++
+		}
+	delete st
+	delete ld
+}
+/^[0-9a-f]+ <.*>:$/ {
+	flush()
+	fn = $2
+	gsub(/[<>:]/, "", fn)
+	in_fn = fn ~ re
+	if (in_fn) seen++
+	next
+}
+in_fn && /\t/ {
+	split($0, f, "\t")
+	ins = f[2]
+	m = ins; sub(/ .*/, "", m)
+	ops = ins; sub(/^[^ ]+ +/, "", ops); sub(/ *#.*/, "", ops)
+	n = split(ops, o, ",")
+	if (n != 2 || m == "lea" || ops ~ /\(%r[sb]p,/) next
+	if (o[2] ~ /\(%r[sb]p\)$/ && m ~ /^mov[bwlq]?$/) {
+		w = o[1] ~ /^\$/ ? suffix(m) : width(o[1])
+		if (w > 0 && w < 64 && (!(o[2] in st) || st[o[2]] > w)) st[o[2]] = w
+		next
+	}
+	for (i = 1; i <= 2; i++) {
+		if (o[i] !~ /\(%r[sb]p\)$/) continue
+		w = suffix(m)
+		if (m !~ /^movz|^movs[bwl][wlq]$/) { x = width(o[3 - i]); if (x > 0 && x <= 64) w = x }
+		if (w > ld[o[i]]) ld[o[i]] = w
+	}
+}
+END {
+	flush()
+	if (!seen) { printf "no function matches %s\n", re; exit 1 }
+	if (bad) exit 1
+	printf "codegen: %d functions, no stack slot stored narrower than it is loaded\n", seen
+}'

@@ -228,7 +228,7 @@ struct th_tv th__fine_slow_v(int ck, int ordered) TH_HIDDEN;
 /* A REALTIME or TAI reading of the daemon's page whose record the kernel
  * moved on from (slow.c): the record's reading where the kernel's offset is
  * still its own, else the slow path's. */
-struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc) TH_HIDDEN;
+struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
 struct th_tv th__fine_shared_v(int ck, int ordered, uint64_t lc, uint64_t c, int early) TH_HIDDEN;
 int th__coarse_ts_slow(int ck, struct timespec *ts, uint16_t *epoch) TH_HIDDEN;
 /* Coarse REALTIME with the G3 floor applied (the slow path of a reading
@@ -481,10 +481,13 @@ static inline __attribute__((always_inline)) int th__read_page_try(int ck, int o
 
 /* A read of the daemon's page that th__read_page_try refused: REALTIME and
  * TAI maybe only the kernel's tick since the record's tie
- * (th__page_moved_v), else the slow path. */
-static inline __attribute__((always_inline)) struct th_tv th__page_refused_v(int ck, int ordered, uint64_t lc)
+ * (th__page_moved_v, with the refused read's counter c where it was taken
+ * first, early 1), else the slow path. */
+static inline __attribute__((always_inline)) struct th_tv th__page_refused_v(int ck, int ordered, uint64_t lc,
+									     uint64_t c, int early)
 {
-	return ck == TH_CK_REAL || ck == TH_CK_TAI ? th__page_moved_v(ck, ordered, lc) : th__fine_slow_v(ck, ordered);
+	return ck == TH_CK_REAL || ck == TH_CK_TAI ? th__page_moved_v(ck, ordered, lc, c, early)
+						   : th__fine_slow_v(ck, ordered);
 }
 
 static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck, int ordered, uint64_t lc,
@@ -493,7 +496,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck
 	struct th_tv v;
 	uint16_t ep;
 	if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))
-		return th__page_refused_v(ck, ordered, lc);
+		return th__page_refused_v(ck, ordered, lc, c, early);
 	if (ck == TH_CK_REAL)
 		th__g3_raise(v.sec, ep);
 	return v;
@@ -520,7 +523,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 		struct th_tv v;                                                                                \
 		uint16_t ep;                                                                                   \
 		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))                       \
-			return name##_refused(out, lc);                                                        \
+			return name##_refused(out, lc, c, early);                                              \
 		store(v, out);                                                                                 \
 		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
 	}                                                                                                      \
@@ -550,9 +553,9 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 /* The same, storing the reading into a `type` with store(v, out) (the
  * preload's gettimeofday: a timeval). */
 #define TH_FINE_FUNCS_TO(name, ck, ordered, type, store)                                                       \
-	static __attribute__((noinline)) int name##_refused(type *out, uint64_t lc)                            \
+	static __attribute__((noinline)) int name##_refused(type *out, uint64_t lc, uint64_t c, int early)     \
 	{                                                                                                      \
-		return store(th__page_refused_v(ck, ordered, lc), out);                                        \
+		return store(th__page_refused_v(ck, ordered, lc, c, early), out);                              \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name##_slow(type *out)                                            \
 	{                                                                                                      \

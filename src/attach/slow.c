@@ -814,10 +814,17 @@ struct th_tv th__fine_slow_v(int ck, int ordered)
  * has not followed, the kernel updating, another record: the slow path).
  * The offset is read from the kernel's page before the counter (ordered
  * reads: th_hw_ctr_ordered), so the reading's counter comes after an update
- * with that offset. The record's offset and tie are copied under its
+ * with that offset; or, where the kernel has made exactly one update since
+ * the record's tie and its offset is the record's, the counter the caller
+ * took first (c0, early 1) is served: the update in force when it was read
+ * is the tie's or that one (tied_still: the count read after it is still
+ * that one's), and both have the record's offset. That saves the second
+ * ordered counter read on the reads that fall between the kernel's tick and
+ * the daemon's next. The record's offset and tie are copied under its
  * generation, which th_abi_eval checks again against the same word.
  */
-static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out, uint16_t *oep)
+static int page_tied_try(int ck, int ordered, uint64_t lc, uint64_t c0, int early, struct th_tv *out,
+			 uint16_t *oep)
 {
 	struct th_timeline *tl = th__page_tl();
 	/* Acquire: pairs with the daemon's release commit. */
@@ -837,8 +844,10 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out, ui
 	if (th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
 		return 0;
 	TH_STEP("page_tied");
-	uint64_t c = ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
-	/* still the update whose offset was compared */
+	/* The kernel's counts step by 2 per update (even: a finished one). */
+	uint64_t c = early == 1 && kseq == (uint32_t)ks + 2u ? c0
+		     : ordered ? th_hw_ctr_ordered() : th_hw_ctr_relaxed();
+	/* still the update whose offset was compared, after c */
 	if (!tied_still(kcount_tie(kseq), c))
 		return 0;
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
@@ -853,11 +862,11 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, struct th_tv *out, ui
 	return 1;
 }
 
-struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc)
+struct th_tv th__page_moved_v(int ck, int ordered, uint64_t lc, uint64_t c, int early)
 {
 	struct th_tv v;
 	uint16_t ep;
-	if (!page_tied_try(ck, ordered, lc, &v, &ep))
+	if (!page_tied_try(ck, ordered, lc, c, early, &v, &ep))
 		return th__fine_slow_v(ck, ordered);
 	if (ck == TH_CK_REAL)
 		th__g3_raise(v.sec, ep);

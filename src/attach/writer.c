@@ -173,8 +173,13 @@ void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc,
 {
 	th_writer_tie_from(d, kc, *fl);
 	if (kpage > 0 && d->off_real != koff) {
-		th_rec_tie = exact_tie(d, ctr, fl);
-		if (th_rec_tie)
-			*ktie = th_rec_tie;
+		uint64_t t = exact_tie(d, ctr, fl);
+		if (t)
+			*ktie = t;
+		/* Not read again: tied to an odd count, which no finished
+		 * update shows, so that every REALTIME or TAI reader compares
+		 * the kernel's offset of now with the record's (an untied
+		 * record would serve its offset through a later step). */
+		th_rec_tie = t ? t : (1ull << 33) | 1u;
 	}
 }

@@ -76,8 +76,9 @@ void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl);
  * (*fl gets TH_OBS_STEP; `ctr`: the counter may be read), and th_rec_tie
  * and *ktie (the writer's last tie) become that count | 2^33, so that
  * readers see any later update of the kernel's (a step) at once; where the
- * page cannot be read again, th_rec_tie is 0, the record untied (a step
- * before the next windup is that windup's).
+ * page cannot be read again, th_rec_tie is an odd count (bit 33 set), which
+ * no finished update shows: every REALTIME or TAI reader of the record then
+ * compares the kernel's offset of now with the record's.
  */
 void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc, int ctr, int *fl, uint64_t *ktie);
 

@@ -837,8 +837,8 @@ static int run_one(const struct scenario *sc, uint64_t seed, int verbose)
 		       c.cpus, (long long)(c.cpu_skew[1] > -c.cpu_skew[2] ? c.cpu_skew[1] : -c.cpu_skew[2]),
 		       (unsigned long long)r.fallbacks, (long long)r.detect_ns, (unsigned long long)r.soft);
 	if (r.violations) {
-		printf("    repeat: sim --scenario %s --seed %llu%s", sc->name, (unsigned long long)seed,
-		       kp && c.kpage ? " --kpage" : "");
+		printf("    repeat: sim --scenario %s --seed %llu%s%s", sc->name, (unsigned long long)seed,
+		       kp && c.kpage ? " --kpage" : "", c.ctr_late ? " --late" : "");
 		for (int i = 0; i < nextra; i++) {
 			if (extra_stalls[i].duration == SIM_FOREVER)
 				printf(" --stall %d:%s:%d:forever", extra_stalls[i].thread, extra_stalls[i].step,

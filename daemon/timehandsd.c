@@ -279,7 +279,7 @@ static int windup(uint64_t noticed)
 	if (kpage >= 0)
 		D.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!D.ktie)
-		D.ktie = (1ull << 33) | 1u;
+		D.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = D.ktie;
 
 	struct th_sample smp;

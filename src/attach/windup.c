@@ -445,7 +445,7 @@ static void local_windup(struct th_proc *p, int joining)
 	if (kpage >= 0)
 		th__W.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!th__W.ktie)
-		th__W.ktie = (1ull << 33) | 1u;
+		th__W.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = th__W.ktie;
 	if (have && kpage > 0 && retie(p, &s, x, koff, kcount))
 		return;
@@ -577,7 +577,7 @@ void th__tie_begin(void)
 {
 	int64_t koff;
 	uint32_t kcount;
-	th_rec_tie = th_hw_kpage_real(&koff, &kcount) != 0 ? (1ull << 33) | 1u : 0;
+	th_rec_tie = th_hw_kpage_real(&koff, &kcount) != 0 ? TH_REC_TIE_UNFINISHED : 0;
 }
 
 void th__tie_end(void)

@@ -180,6 +180,6 @@ void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc,
 		 * update shows, so that every REALTIME or TAI reader compares
 		 * the kernel's offset of now with the record's (an untied
 		 * record would serve its offset through a later step). */
-		th_rec_tie = t ? t : (1ull << 33) | 1u;
+		th_rec_tie = t ? t : TH_REC_TIE_UNFINISHED;
 	}
 }

@@ -88,10 +88,15 @@ enum {
 };
 
 /* The kernel update count (| 2^33) that write_record ties the records it
- * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by a
- * process's windup under its lock (never by a daemon; in the simulation,
- * by its virtual kernel's page, tests/sim). */
+ * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by the
+ * writer before it writes them (a process's windup under its lock,
+ * timehandsd's windup; in the simulation, each writer's own, tests/sim). */
 extern uint64_t th_rec_tie;
+/* A tie to an odd count, which no finished kernel update shows: every
+ * REALTIME or TAI reader of such a record finds it moved on from and
+ * compares the kernel's offset of now with the record's (a writer that
+ * could not read the kernel's count, or its offset, consistently). */
+#define TH_REC_TIE_UNFINISHED ((1ull << 33) | 1u)
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
 

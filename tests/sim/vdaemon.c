@@ -123,7 +123,7 @@ void vd_windup(void)
 	if (kpage >= 0)
 		V.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
 	else if (!V.ktie)
-		V.ktie = (1ull << 33) | 1u;
+		V.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = V.ktie;
 	struct th_sample smp;
 	th_take_sample(&V.sp, &smp, 1, 1);

@@ -308,7 +308,7 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_late(void)
 }
 static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, uint32_t op)
 {
-	if (ordered && __builtin_expect(op == 2, 1)) {
+	if (ordered && __builtin_expect(op == 2, 0)) {
 		uint32_t lo, hi;
 		__asm__ volatile("rdtscp" : "=a"(lo), "=d"(hi) : : "ecx");
 		return (uint64_t)hi << 32 | lo;

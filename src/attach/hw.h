@@ -64,7 +64,8 @@
  */
 #if !defined(TH_SIM) && defined(__x86_64__)
 #define TH_HW_FENCE_AT_COUNTER 1
-#define th_hw_ctr_early_ordered(op) (TH_LIKELY((op) == 2) ? th_counter_rdtscp() : th_counter_ordered())
+/* RDTSCP (2) is the rarest: only where LFENCE does not serialize */
+#define th_hw_ctr_early_ordered(op) (TH_UNLIKELY((op) == 2) ? th_counter_rdtscp() : th_counter_ordered())
 #else
 #define TH_HW_FENCE_AT_COUNTER 0
 #define th_hw_ctr_early_ordered(op) ((void)(op), th_hw_ctr_relaxed())

@@ -414,7 +414,11 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * th__read_ctr as an entry point's tail: each way of reading the counter
  * runs on into its own copy of `go` (a statement returning the entry's
  * value), so that neither pays a jump back to a common tail (the compiler
- * lays one of them out of line); `late`: where the counter is read after
+ * lays one of them out of line). LFENCE;RDTSC comes first, where the
+ * entry falls through to it: it is the read wherever LFENCE serializes
+ * (AMD Zen), and the fence-then-copy read (Intel) is reached without a
+ * taken branch either; RDTSCP, for a CPU whose LFENCE does not serialize,
+ * pays them; `late`: where the counter is read after
  * the copy (0), `after` (2): likewise. The same choice and orders as
  * th__read_ctr (each compiler barrier keeps the loads that find the record
  * after the counter in program order); x86 only, elsewhere th__read_ctr
@@ -432,13 +436,13 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
 			atomic_signal_fence(memory_order_seq_cst);                                             \
 			return go;                                                                             \
 		}                                                                                              \
-		if (TH_LIKELY(op_ == TH_CTR_RDTSCP)) {                                                         \
-			(c) = th_counter_rdtscp();                                                             \
+		if (TH_LIKELY(op_ == TH_CTR_FENCED)) {                                                         \
+			(c) = th_counter_ordered();                                                            \
 			atomic_signal_fence(memory_order_seq_cst);                                             \
 			return go;                                                                             \
 		}                                                                                              \
-		if (TH_LIKELY(op_ == TH_CTR_FENCED)) {                                                         \
-			(c) = th_counter_ordered();                                                            \
+		if (op_ == TH_CTR_RDTSCP) {                                                                    \
+			(c) = th_counter_rdtscp();                                                             \
 			atomic_signal_fence(memory_order_seq_cst);                                             \
 			return go;                                                                             \
 		}                                                                                              \

@@ -413,15 +413,30 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 			return 0;
 		}
 	}
-	/* the cache filled (a refusal, a process reading timehandsd's page):
-	 * the library's read of this clock, directly */
-	if (__builtin_expect(op != 0, 1)) {
-		const struct th__fine_fns *fn = __atomic_load_n(&th__fine_cache.fns, __ATOMIC_RELAXED);
-		if (__builtin_expect(fn != 0 && ts != 0, 1))
-			return ordered ? fn->fine[ck](ts) : fn->relaxed[ck == TH_ABI_CK_REAL](ts);
+	if (__builtin_expect(ts == 0, 0))
 		return (th_clock_gettime)(id, ts);
+	/* The library's reading, into a local copy stored below as the inline
+	 * one is: every way out of here then leaves *ts as two stores of
+	 * values the caller's compiler knows, which it need not load back
+	 * (clang did, on the read's critical path, when *ts was the library's
+	 * to write). The library cannot fail for these ids and a non-null ts;
+	 * its result is returned all the same. */
+	struct timespec t = {0, 0};
+	int r;
+	if (__builtin_expect(op != 0, 1)) {
+		/* the cache filled (a refusal, a process reading timehandsd's
+		 * page): the library's read of this clock, directly */
+		const struct th__fine_fns *fn = __atomic_load_n(&th__fine_cache.fns, __ATOMIC_RELAXED);
+		if (__builtin_expect(fn != 0, 1))
+			r = ordered ? fn->fine[ck](&t) : fn->relaxed[ck == TH_ABI_CK_REAL](&t);
+		else
+			r = (th_clock_gettime)(id, &t);
+	} else {
+		r = th__fine_call(id, &t);
 	}
-	return th__fine_call(id, ts);
+	ts->tv_sec = t.tv_sec;
+	ts->tv_nsec = t.tv_nsec;
+	return r;
 }
 
 #define TH__FINE_CK(id)                                                                              \
@@ -459,13 +474,20 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 			return 0;
 		}
 	}
+	if (__builtin_expect(tv == 0 || tz != 0, 0))
+		return (th_gettimeofday)(tv, tz);
+	/* into a local copy, stored as the inline reading is (th__fine_inline) */
+	struct timeval t = {0, 0};
+	int r;
 	if (__builtin_expect(op != 0, 1)) {
 		const struct th__fine_fns *fn = __atomic_load_n(&th__fine_cache.fns, __ATOMIC_RELAXED);
-		if (__builtin_expect(fn != 0 && tv != 0 && tz == 0, 1))
-			return fn->tod(tv);
-		return (th_gettimeofday)(tv, tz);
+		r = __builtin_expect(fn != 0, 1) ? fn->tod(&t) : (th_gettimeofday)(&t, 0);
+	} else {
+		r = th__gettimeofday_call(&t, 0);
 	}
-	return th__gettimeofday_call(tv, tz);
+	tv->tv_sec = t.tv_sec;
+	tv->tv_usec = t.tv_usec;
+	return r;
 }
 #define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))
 #endif /* x86-64, arm64 */

@@ -5,14 +5,79 @@
 # store reaches the cache, several nanoseconds on every read that takes the
 # path (the REALTIME epoch, 16 bits, spilled across the counter read and
 # reloaded 64 bits wide for the G3 compare, did this twice).
-# usage: codegen.sh BINARY FUNCTION-REGEX
+#
+# With --reload: no load from a stack slot the function itself stored from
+# a register, but right after a call (which may have written it), up to the
+# next branch or store. Applied
+# to callers of the inline reads that use the reading at once
+# (codegen_reload.c): the reading stays in registers, and a caller that
+# stores it and loads it back pays a store-to-load forward on the read's
+# critical path.
+# usage: codegen.sh [--reload] BINARY FUNCTION-REGEX
 set -eu
+mode=width
+if [ "${1:-}" = --reload ]; then
+	mode=reload
+	shift
+fi
 bin=$1 re=$2
 command -v objdump >/dev/null 2>&1 || { echo "SKIP: objdump is needed (Debian package: binutils)"; exit 77; }
 case $(objdump -f "$bin" | sed -n 's/.*file format //p') in
 elf64-x86-64) ;;
 *) echo "SKIP: $bin is not x86-64 code (the check reads x86-64 machine code)"; exit 77 ;;
 esac
+if [ $mode = reload ]; then
+	objdump -d --no-show-raw-insn "$bin" | awk -v re="$re" '
+function flush(   i) {
+	for (i = 1; i <= n; i++)
+		if (ls[i] in st) {
+			printf "%s: loads %s, which it stored: %s\n", fn, ls[i], li[i]
+			bad++
+		}
+	delete st
+	n = 0
+}
+/^[0-9a-f]+ <.*>:$/ {
+	flush()
+	fn = $2
+	gsub(/[<>:]/, "", fn)
+	in_fn = fn ~ re
+	if (in_fn) seen++
+	after = 0
+	next
+}
+in_fn && /\t/ {
+	split($0, f, "\t")
+	ins = f[2]
+	m = ins; sub(/ .*/, "", m)
+	ops = ins; sub(/^[^ ]+ +/, "", ops); sub(/ *#.*/, "", ops)
+	k = split(ops, o, ",")
+	slot = "^(-?0x[0-9a-f]+)?\\(%r[sb]p\\)$"
+	if (k == 2 && m ~ /^mov/ && o[1] ~ /^%/ && o[2] ~ slot) {
+		st[o[2]] = 1
+		after = 0
+	} else if (m != "lea" && !after)
+		for (i = 1; i <= k; i++)
+			if (o[i] ~ slot && !(i == k && m ~ /^mov/)) {
+				n++
+				ls[n] = o[i]
+				li[n] = ins
+			}
+	# the loads that follow a call, up to a branch or a store, read what
+	# the call may have written
+	if (m ~ /^call/)
+		after = 1
+	else if (m ~ /^(j|ret)/)
+		after = 0
+}
+END {
+	flush()
+	if (!seen) { printf "no function matches %s\n", re; exit 1 }
+	if (bad) exit 1
+	printf "codegen: %d functions, none loads back what it stored\n", seen
+}'
+	exit
+fi
 objdump -d --no-show-raw-insn "$bin" | awk -v re="$re" '
 function width(r) {
 	if (r ~ /^%r([abcd]x|si|di|bp|sp|[0-9]+)$/) return 64

@@ -9,7 +9,7 @@
   report.py plot-data LATEST DIR      scaling.dat and percall.dat for plot.gp
   report.py readme LATEST [README [DOCDIR]]
       the full report of LATEST to DOCDIR/results-MACHINE.md (DOCDIR: doc/
-      next to README; MACHINE: CPU vendor, family and clocksource, e.g.
+      next to README; MACHINE: CPU vendor, AMD family and model, and clocksource, e.g.
       amd-epyc-kvm-clock), and a short table with a link to it as the README
       section between <!-- bench:begin --> and <!-- bench:end --> (printed
       when the markers are absent)
@@ -219,9 +219,13 @@ def slug(m):
     # "11th Gen Intel Core i7" names its vendor second: start at the vendor where there is one
     start = next((i for i, w in enumerate(words) if w in ("intel", "amd", "arm", "ampere", "apple")), 0)
     name = words[start : start + 2] or ["unknown"]
-    fam = re.search(r"\(family ([0-9a-f]+)h", m.get("cpu", ""))
+    fam = re.search(r"\(family ([0-9a-f]+)h(?:, model ([0-9a-f]+)h)?", m.get("cpu", ""))
     if fam and not name[0].startswith("intel"):
-        name.append("f%sh" % fam.group(1))  # AMD's generations share one model name in a guest
+        # AMD's generations share one model name in a guest, and one family
+        # can span two of them (19h: Zen 3 and Zen 4)
+        name.append("f%sh" % fam.group(1))
+        if fam.group(2):
+            name.append("m%sh" % fam.group(2))
     text = "-".join(name + [m.get("clocksource", "unknown")])
     return "-".join(p for p in "".join(c if c.isascii() and c.isalnum() else "-" for c in text.lower()).split("-") if p)
 

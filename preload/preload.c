@@ -214,26 +214,26 @@ TH_EXPORT int clock_getres(clockid_t id, struct timespec *res)
 
 /* ------------------------------------------------------------- gettimeofday */
 
-/* Not the common case: a timezone or no timeval asked for, or
- * TIMEHANDS_RELAXED=1 or TIMEHANDS_DISABLE=1. */
+/* Split as clock_gettime's reads are (TH_FINE_FUNCS): the entry's common
+ * path takes the counter first and jumps to the own timeline's read, which
+ * pays neither the late counter's registers nor the page's. Under
+ * TIMEHANDS_RELAXED=1, a relaxed reader of its own, which stores
+ * microseconds as this one does (not a relaxed clock_gettime into a
+ * timespec, converted after its return). */
+TH_FINE_FUNCS_TO(read_tod, TH_CK_REAL, 1, struct timeval, th__tv_tv)
+TH_FINE_FUNCS_TO(read_tod_relaxed, TH_CK_REAL, 0, struct timeval, th__tv_tv)
+
+/* Not the common case: TIMEHANDS_RELAXED=1 (a jump to its reader), a
+ * timezone or no timeval asked for, or TIMEHANDS_DISABLE=1. */
 static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void *tz)
 {
 	int mode = mode_now();
+	if (mode == PRELOAD_RELAXED && tv && !tz)
+		return read_tod_relaxed(tv);
 	if (mode == PRELOAD_KERNEL)
 		return th_kgettimeofday(tv, tz);
-	if (mode == PRELOAD_FULL || !tv || tz)
-		return th_gettimeofday(tv, tz); /* the timezone from the kernel */
-	struct timespec ts;
-	read_realtime_relaxed(&ts);
-	tv->tv_sec = ts.tv_sec;
-	tv->tv_usec = (suseconds_t)th_abi_usec(ts.tv_nsec);
-	return 0;
+	return th_gettimeofday(tv, tz); /* the timezone from the kernel */
 }
-
-/* Split as clock_gettime's reads are (TH_FINE_FUNCS): the entry's common
- * path takes the counter first and jumps to the own timeline's read, which
- * pays neither the late counter's registers nor the page's. */
-TH_FINE_FUNCS_TO(read_tod, TH_CK_REAL, 1, struct timeval, th__tv_tv)
 
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {

@@ -1,0 +1,57 @@
+#!/bin/sh
+# Two revisions of timehands, their reads timed in one process, in paired
+# interleaved rounds (abpair.c): the library call, the preload (full and
+# TIMEHANDS_RELAXED=1) and the header's inline reads. For a change worth a
+# fraction of a nanosecond on a machine whose figures move by more than that
+# between runs. A benchmark, not a test.
+#
+#   bench/ab/ab.sh REV_A [REV_B]     REV_B: the working tree when left out
+#   ROUNDS=N (default 1001), CC=... (default cc), MODES="lib preload relaxed inline"
+set -eu
+[ $# -ge 1 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
+top=$(git rev-parse --show-toplevel)
+here=$top/bench/ab
+ROUNDS=${ROUNDS:-1001}
+CC=${CC:-cc}
+MODES=${MODES:-lib preload relaxed inline}
+w=$(mktemp -d /tmp/timehands-ab.XXXXXX)
+trap 'rm -rf "$w"' EXIT
+
+# a revision's sources into $w/$1: a commit, or the working tree (tracked
+# and untracked files that git does not ignore)
+fetch() {
+	mkdir -p "$w/$1"
+	if [ -n "$2" ]; then
+		git -C "$top" archive "$2" | tar -x -C "$w/$1"
+	else
+		(cd "$top" && git ls-files -z -c -o --exclude-standard | xargs -0 tar -c -f -) | tar -x -C "$w/$1"
+	fi
+	cmake -S "$w/$1" -B "$w/$1/b" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build "$w/$1/b" -j "$(nproc)" --target timehands timehands_static libtimehands-preload >/dev/null
+}
+fetch a "$1"
+fetch b "${2:-}"
+
+echo "A: $1 ($(git -C "$top" rev-parse --short "$1"))   B: ${2:-the working tree}"
+echo "$(date -u '+%Y-%m-%d %H:%M UTC'); $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')" \
+	"(family $(grep -m1 'cpu family' /proc/cpuinfo | sed 's/.*: //'), model $(grep -m1 '^model' /proc/cpuinfo | sed 's/.*: //'))," \
+	"$(nproc) CPUs, clocksource $(cat /sys/devices/system/clocksource/clocksource0/current_clocksource), Linux $(uname -r)"
+"$CC" -O2 -I "$top/include" "$here/abpair.c" -ldl -o "$w/abpair"
+for m in $MODES; do
+	case $m in
+	lib) echo "== library call (th_clock_gettime, th_gettimeofday)"
+		"$w/abpair" lib "$w/a/b/libtimehands.so" "$w/b/b/libtimehands.so" "$ROUNDS" ;;
+	preload) echo "== preload (clock_gettime, gettimeofday)"
+		"$w/abpair" preload "$w/a/b/preload/libtimehands-preload.so" "$w/b/b/preload/libtimehands-preload.so" "$ROUNDS" ;;
+	relaxed) echo "== preload, TIMEHANDS_RELAXED=1 (MONOTONIC, REALTIME and gettimeofday relaxed)"
+		TIMEHANDS_RELAXED=1 "$w/abpair" preload "$w/a/b/preload/libtimehands-preload.so" \
+			"$w/b/b/preload/libtimehands-preload.so" "$ROUNDS" ;;
+	inline) echo "== inline (<timehands.h> of each, compiled by $CC, with B's library)"
+		"$CC" -O2 -DAB_PFX=a_ -I "$w/a/include" -c "$here/abloops.c" -o "$w/la.o"
+		"$CC" -O2 -DAB_PFX=b_ -I "$w/b/include" -c "$here/abloops.c" -o "$w/lb.o"
+		"$CC" -O2 -DAB_INLINE -I "$top/include" "$here/abpair.c" "$w/la.o" "$w/lb.o" "$w/b/b/libtimehands.a" \
+			-ldl -lm -lpthread -o "$w/abinline"
+		"$w/abinline" inline "$ROUNDS" ;;
+	*) echo "ab.sh: unknown mode $m" >&2; exit 2 ;;
+	esac
+done

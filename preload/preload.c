@@ -161,6 +161,11 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 			return read_tai_in(ts);
 		if (id == CLOCK_MONOTONIC_RAW)
 			return read_raw_in(ts);
+		/* the extension ids a program may pass through libc */
+		if (id == TH_CLOCK_MONOTONIC_RELAXED)
+			return read_monotonic_relaxed(ts);
+		if (id == TH_CLOCK_REALTIME_RELAXED)
+			return read_realtime_relaxed(ts);
 		return th_clock_gettime(id, ts);
 	}
 	if (mode == PRELOAD_RELAXED && ts) {

@@ -260,6 +260,10 @@ static void check_passthrough(void)
 		clock_gettime(TH_CLOCK_MONOTONIC_RELAXED, &ts);
 		int64_t k2 = sys_ns(CLOCK_MONOTONIC);
 		CHECK(ts_ns(&ts) >= k1 - SLACK_NS && ts_ns(&ts) <= k2 + SLACK_NS, "MONOTONIC_RELAXED outside");
+		k1 = sys_ns(CLOCK_REALTIME);
+		clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts);
+		k2 = sys_ns(CLOCK_REALTIME);
+		CHECK(ts_ns(&ts) >= k1 - SLACK_NS && ts_ns(&ts) <= k2 + SLACK_NS, "REALTIME_RELAXED outside");
 
 		/* NULL: EFAULT like the system call (libc itself would crash in
 		 * the vDSO); an unknown id with NULL: EINVAL first */

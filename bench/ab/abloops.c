@@ -34,3 +34,5 @@ AB_LOOP(raw, struct timespec ts = {0}, th_clock_gettime(CLOCK_MONOTONIC_RAW, &ts
 AB_LOOP(tod, struct timeval tv = {0}, th_gettimeofday(&tv, 0), tv.tv_usec)
 AB_LOOP(monor, struct timespec ts = {0}, th_clock_gettime(TH_CLOCK_MONOTONIC_RELAXED, &ts), ts.tv_nsec)
 AB_LOOP(realr, struct timespec ts = {0}, th_clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts), ts.tv_nsec)
+AB_LOOP(monoc, struct timespec ts = {0}, th_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts), ts.tv_nsec)
+AB_LOOP(realc, struct timespec ts = {0}, th_clock_gettime(CLOCK_REALTIME_COARSE, &ts), ts.tv_nsec)

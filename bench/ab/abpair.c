@@ -194,8 +194,12 @@ int main(int argc, char **argv)
 	const uint64_t n = 5000;
 	double *da = calloc((size_t)rounds * NREAD, sizeof *da), *db = calloc((size_t)rounds * NREAD, sizeof *db),
 	       *dd = calloc((size_t)rounds * NREAD, sizeof *dd);
-	if (!da || !db || !dd)
+	if (!da || !db || !dd) {
+		free(da);
+		free(db);
+		free(dd);
 		return 1;
+	}
 	for (int r = 0; r < NREAD; r++) /* attach both, warm up */
 		sink += run_read(0, r, n) + run_read(1, r, n);
 	for (int k = 0; k < rounds; k++) {
@@ -229,5 +233,8 @@ int main(int argc, char **argv)
 	}
 	printf("floors: the relaxed reads over the unordered counter read and multiply, the coarse ones none, the "
 	       "others over the ordered counter read and multiply\n");
+	free(da);
+	free(db);
+	free(dd);
 	return 0;
 }

@@ -220,9 +220,9 @@ def slug(m):
     start = next((i for i, w in enumerate(words) if w in ("intel", "amd", "arm", "ampere", "apple")), 0)
     name = words[start : start + 2] or ["unknown"]
     fam = re.search(r"\(family ([0-9a-f]+)h(?:, model ([0-9a-f]+)h)?", m.get("cpu", ""))
-    if fam and not name[0].startswith("intel"):
-        # AMD's generations share one model name in a guest, and one family
-        # can span two of them (19h: Zen 3 and Zen 4)
+    if fam:
+        # a guest's model name hides the generation: Intel's all read "Xeon
+        # Processor", and one AMD family spans two (19h: Zen 3 and Zen 4)
         name.append("f%sh" % fam.group(1))
         if fam.group(2):
             name.append("m%sh" % fam.group(2))

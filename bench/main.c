@@ -53,7 +53,7 @@ extern char **environ;
 #endif
 
 struct target {
-	char what[200];
+	char what[320];
 	char impl[32];
 	double value, limit;
 	const char *unit; /* "ns" (value <= limit), "x" (ratio <= limit), "x>=" */
@@ -950,34 +950,41 @@ static int json_field(const char *obj, const char *key, char *out, size_t size, 
 	return -1;
 }
 
-static char targets_note[400];
+static char targets_note[512];
 
-/* A fine-clock row's target text: the op over its floor; for gettimeofday
- * also what its microseconds cost by themselves, the second floor the same
- * process measured (lfence;rdtsc;mul;/1000) over the first. */
+/* The floor row `name` that the process of row r measured, or NULL. */
+static const struct bench_row *floor_row(const struct bench_row *r, const char *name)
+{
+	for (size_t i = 0; i < B.rows.n; i++) {
+		const struct bench_row *x = &B.rows.v[i];
+		if (strcmp(x->table, "floor") == 0 && strcmp(x->note, r->note) == 0 && strcmp(x->op, name) == 0)
+			return x;
+	}
+	return NULL;
+}
+
+/* A fine or relaxed row's target text: the op over its floor, and what the
+ * second floor the same process measured costs over the first: for
+ * gettimeofday its division to microseconds (lfence;rdtsc;mul;/1000), for
+ * a timespec the minimal sequence-locked reader (seq;...;timespec), the
+ * least any reader returning one costs there. */
 static void over_floor_what(char *w, size_t size, const char *op, const struct bench_row *r, const char *path)
 {
-	char usec[120] = "";
-	if (strcmp(op, "gettimeofday") == 0) {
-		char name[40];
+	char name[48], second[160] = "";
+	int usec = strcmp(op, "gettimeofday") == 0;
+	if (usec)
 		snprintf(name, sizeof name, "%s;/1000", r->floor);
-		const struct bench_row *f0 = NULL, *f1 = NULL;
-		for (size_t i = 0; i < B.rows.n; i++) {
-			const struct bench_row *x = &B.rows.v[i];
-			if (strcmp(x->table, "floor") != 0 || strcmp(x->note, r->note) != 0)
-				continue;
-			if (strcmp(x->op, r->floor) == 0)
-				f0 = x;
-			else if (strcmp(x->op, name) == 0)
-				f1 = x;
-		}
-		if (f0 && f1)
-			snprintf(usec, sizeof usec, "the floor with its division to microseconds, %s, costs %+.1f ns more",
-				 name, f1->ns_per_call - f0->ns_per_call);
-	}
-	snprintf(w, size, "%s over the %s floor%s%s%s%s", op, r->floor, path[0] || usec[0] ? " (" : "", path,
-		 path[0] && usec[0] ? "; " : "", usec);
-	if (path[0] || usec[0])
+	else
+		snprintf(name, sizeof name, "seq;%s;timespec", r->floor);
+	const struct bench_row *f0 = floor_row(r, r->floor), *f1 = floor_row(r, name);
+	if (f0 && f1)
+		snprintf(second, sizeof second, "%s, %s, costs %+.1f ns more",
+			 usec ? "the floor with its division to microseconds"
+			      : "a minimal sequence-locked reader returning a timespec",
+			 name, f1->ns_per_call - f0->ns_per_call);
+	snprintf(w, size, "%s over the %s floor%s%s%s%s", op, r->floor, path[0] || second[0] ? " (" : "", path,
+		 path[0] && second[0] ? "; " : "", second);
+	if (path[0] || second[0])
 		snprintf(w + strlen(w), size - strlen(w), ")");
 }
 
@@ -1000,7 +1007,7 @@ static void evaluate_targets(void)
 	static const char *const th[] = {"timehands", "timehands-shared"};
 	static const char *const calls[] = {"clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)",
 					    "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)"};
-	char w[200];
+	char w[320];
 #ifdef TH__FINE_INLINE
 	const int inline_fine = 1;
 #else
@@ -1022,7 +1029,7 @@ static void evaluate_targets(void)
 		for (int k = 0; k < 2; k++) {
 			if (!(r = find("percall", calls[k], th[i], 0)))
 				continue;
-			snprintf(w, sizeof w, "%s over the %s floor", calls[k], r->floor);
+			over_floor_what(w, sizeof w, calls[k], r, "");
 			if (r->floor[0])
 				target(w, th[i], r->over_floor_ns, 2.5, "ns");
 			snprintf(w, sizeof w, "%s vs vdso", calls[k]);
@@ -1031,7 +1038,7 @@ static void evaluate_targets(void)
 		for (int k = 0; k < 2; k++) {
 			if (!(r = find("percall", relaxed[k], th[i], 0)) || !r->floor[0])
 				continue;
-			snprintf(w, sizeof w, "%s over the %s floor", relaxed[k], r->floor);
+			over_floor_what(w, sizeof w, relaxed[k], r, "");
 			target(w, th[i], r->over_floor_ns, 1.0, "ns");
 		}
 		for (size_t k = 0; k < sizeof cheap / sizeof *cheap; k++)

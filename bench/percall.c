@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #endif
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,7 +129,9 @@ LOOP(floor_load, , , *(volatile uint64_t *)&floor_word)
 #if defined(__x86_64__)
 #define CTR_READ() __rdtsc()
 #define CTR_FENCE() _mm_lfence()
-#define FLOOR_NAMES {"load", "rdtsc;mul", "lfence;rdtsc;mul", "lfence;rdtsc;mul;/1000"}
+#define FLOOR_NAMES                                                                                 \
+	{"load", "rdtsc;mul", "lfence;rdtsc;mul", "lfence;rdtsc;mul;/1000", "seq;rdtsc;mul;timespec", \
+	 "seq;lfence;rdtsc;mul;timespec"}
 #define HAVE_COUNTER_FLOOR 1
 #elif defined(__aarch64__)
 static inline uint64_t cntvct(void)
@@ -139,10 +142,12 @@ static inline uint64_t cntvct(void)
 }
 #define CTR_READ() cntvct()
 #define CTR_FENCE() __asm__ volatile("isb" ::: "memory")
-#define FLOOR_NAMES {"load", "cntvct;mul", "isb;cntvct;mul", "isb;cntvct;mul;/1000"}
+#define FLOOR_NAMES                                                                                 \
+	{"load", "cntvct;mul", "isb;cntvct;mul", "isb;cntvct;mul;/1000", "seq;cntvct;mul;timespec", \
+	 "seq;isb;cntvct;mul;timespec"}
 #define HAVE_COUNTER_FLOOR 1
 #else
-#define FLOOR_NAMES {"load", "", "", ""}
+#define FLOOR_NAMES {"load", "", "", "", "", ""}
 #define HAVE_COUNTER_FLOOR 0
 #endif
 
@@ -161,15 +166,58 @@ LOOP(floor_conv, , CTR_FENCE(), CONV(CTR_READ()))
  * microseconds that every gettimeofday ends with (reported beside its
  * target, which is stated against the floor above). */
 LOOP(floor_conv_usec, , CTR_FENCE(), (uint32_t)CONV(CTR_READ()) / 1000u)
+
+/*
+ * The least a reader returning a timespec does, beside the floors above (a
+ * target that this one misses cannot be met by any such reader here): a
+ * sequence count read before and checked after, the counter, one
+ * multiply-add-shift from a base loaded under it, the carry of the
+ * nanoseconds into the seconds, and the two stores. No writer runs; the
+ * rate keeps the nanoseconds far below a second, so the carry is never
+ * taken.
+ */
+static struct {
+	_Atomic uint32_t seq;
+	uint64_t base, mult, sec, nsec;
+} seq_rec = {0, 0, 1, 1700000000, 12345};
+
+static inline __attribute__((always_inline)) void seq_read(struct timespec *ts, int ordered)
+{
+	uint32_t s;
+	uint64_t c, sec, ns;
+	do {
+		/* Acquire: the copy below comes after the count, as a
+		 * writer's record would need. */
+		s = atomic_load_explicit(&seq_rec.seq, memory_order_acquire);
+		if (ordered)
+			CTR_FENCE();
+		c = CTR_READ();
+		sec = __atomic_load_n(&seq_rec.sec, __ATOMIC_RELAXED);
+		ns = __atomic_load_n(&seq_rec.nsec, __ATOMIC_RELAXED) +
+		     (((c - __atomic_load_n(&seq_rec.base, __ATOMIC_RELAXED)) *
+		       __atomic_load_n(&seq_rec.mult, __ATOMIC_RELAXED)) >>
+		      32);
+		/* the copy before the check of the count */
+		atomic_thread_fence(memory_order_acquire);
+	} while (atomic_load_explicit(&seq_rec.seq, memory_order_relaxed) != s);
+	if (ns >= 1000000000u) {
+		ns -= 1000000000u;
+		sec++;
+	}
+	ts->tv_sec = (time_t)sec;
+	ts->tv_nsec = (long)ns;
+}
+LOOP(floor_seq_unordered, TS_DECL, seq_read(&ts, 0), ts.tv_nsec)
+LOOP(floor_seq, TS_DECL, seq_read(&ts, 1), ts.tv_nsec)
 #endif
 
-enum floor_kind { F_LOAD, F_CONV_UNORDERED, F_CONV, F_CONV_USEC, NFLOOR };
+enum floor_kind { F_LOAD, F_CONV_UNORDERED, F_CONV, F_CONV_USEC, F_SEQ_UNORDERED, F_SEQ, NFLOOR };
 static const char *const floor_name[NFLOOR] = FLOOR_NAMES;
 static const loop_fn floor_fn[NFLOOR] = {
 #if HAVE_COUNTER_FLOOR
-	floor_load, floor_conv_unordered, floor_conv, floor_conv_usec
+	floor_load, floor_conv_unordered, floor_conv, floor_conv_usec, floor_seq_unordered, floor_seq
 #else
-	floor_load, NULL, NULL, NULL
+	floor_load, NULL, NULL, NULL, NULL, NULL
 #endif
 };
 
@@ -195,9 +243,10 @@ enum {
 };
 
 /* Floors (doc/design.md): a fine reading's is the ordered counter read and one
- * scaling, a relaxed one's the unordered read and one scaling. */
+ * scaling, a relaxed one's the unordered read and one scaling; beside them,
+ * a fine or relaxed timespec's minimal sequence-locked reader. */
 #define CLOCK_OP(key, name, id, floor, self, tag) \
-	{key, name, id, floor, 0, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}
+	{key, name, id, floor, (floor) == F_CONV ? F_SEQ : 0, self, {sys_##tag, libc_##tag, th_##tag, ptr_##tag}}
 
 static const struct op ops[NOP] = {
 	CLOCK_OP("realtime", "clock_gettime(CLOCK_REALTIME)", CLOCK_REALTIME, F_CONV, OP_REALTIME, realtime),
@@ -209,20 +258,20 @@ static const struct op ops[NOP] = {
 		 OP_REALTIME_COARSE, realtime_coarse),
 	CLOCK_OP("monotonic_coarse", "clock_gettime(CLOCK_MONOTONIC_COARSE)", CLOCK_MONOTONIC_COARSE, F_LOAD,
 		 OP_MONOTONIC_COARSE, monotonic_coarse),
-	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CONV, 0,
+	{"monotonic_call", "clock_gettime(CLOCK_MONOTONIC) (th_clock_gettime library call)", CLOCK_MONOTONIC, F_CONV, F_SEQ,
 	 OP_MONOTONIC, {NULL, NULL, th_monotonic_call, NULL}},
-	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CONV, 0,
+	{"realtime_call", "clock_gettime(CLOCK_REALTIME) (th_clock_gettime library call)", CLOCK_REALTIME, F_CONV, F_SEQ,
 	 OP_REALTIME, {NULL, NULL, th_realtime_call, NULL}},
 	{"gettimeofday", "gettimeofday", (clockid_t)-1, F_CONV, F_CONV_USEC, OP_GETTIMEOFDAY,
 	 {sys_gettimeofday, libc_gettimeofday, th_gettimeofday_loop, ptr_gettimeofday}},
 	{"time", "time", (clockid_t)-1, F_LOAD, 0, OP_TIME, {SYS_TIME_LOOP, libc_time, th_time_loop, ptr_time}},
 	{"time_call", "time (th_time library call)", (clockid_t)-1, F_LOAD, 0, OP_TIME, {NULL, NULL, th_time_call, NULL}},
-	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_CONV, 0, OP_TIMESPEC_GET,
+	{"timespec_get", "timespec_get(TIME_UTC)", (clockid_t)-1, F_CONV, F_SEQ, OP_TIMESPEC_GET,
 	 {sys_realtime, libc_timespec_get, NULL, ptr_timespec_get}},
 	{"realtime_relaxed", "clock_gettime(TH_CLOCK_REALTIME_RELAXED)", TH_CLOCK_REALTIME_RELAXED,
-	 F_CONV_UNORDERED, 0, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
+	 F_CONV_UNORDERED, F_SEQ_UNORDERED, OP_REALTIME, {NULL, libc_realtime_relaxed, th_realtime_relaxed, NULL}},
 	{"monotonic_relaxed", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)", TH_CLOCK_MONOTONIC_RELAXED,
-	 F_CONV_UNORDERED, 0, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
+	 F_CONV_UNORDERED, F_SEQ_UNORDERED, OP_MONOTONIC, {NULL, libc_monotonic_relaxed, th_monotonic_relaxed, NULL}},
 };
 
 static int probe(int op, int impl)

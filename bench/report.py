@@ -308,7 +308,8 @@ def full_report(doc):
     floors = [r for r in doc["results"] if r.get("table") == "floor"]
     if floors:
         w("")
-        w("Hardware floor: " + ", ".join("`%s` %s ns" % (r["op"], fmt_ns(r["ns_per_call"])) for r in floors) + ".")
+        w("Floors (the hardware's; `seq;...;timespec`: the least a sequence-locked reader returning a timespec costs): "
+          + ", ".join("`%s` %s ns" % (r["op"], fmt_ns(r["ns_per_call"])) for r in floors) + ".")
     w("")
 
     # the fastest round of each, which a busy machine disturbs least
@@ -568,6 +569,13 @@ def cmd_validate(args):
                "timespec_get(TIME_UTC)", "clock_gettime(TH_CLOCK_MONOTONIC_RELAXED)"):
         need(any(r.get("table") == "percall" and r.get("op") == op for r in res), "no per-call row for %s" % op)
     need(any(r.get("table") == "floor" for r in res), "no floor rows")
+    if any(a in m.get("kernel", "") for a in ("x86_64", "aarch64")):
+        # where the counter has a floor, the minimal reader's stands beside it
+        # and every fine target names it
+        need(any(r.get("table") == "floor" and r.get("op", "").startswith("seq;") for r in res),
+             "no minimal reader floor (seq;...;timespec)")
+        need(any("seq;" in t.get("target", "") for t in doc.get("targets", [])),
+             "no target names the minimal reader floor")
     for impl in ("empty", "vdso", "timehands", "timehands (call)"):
         need(any(r.get("table") == "tails" and r.get("impl") == impl and r.get("p999_ns", 0) > 0 for r in res),
              "no tails row for %s" % impl)

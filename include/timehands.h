@@ -339,16 +339,18 @@ static inline __attribute__((always_inline)) uint64_t th__ctr_op(int ordered, ui
 /*
  * One fast read of clock ck (TH_ABI_CK_*) from this process's timeline
  * x->tl, with the counter read right after the process's word by
- * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one), the
- * record read by th_abi_eval, as the library reads it: 1 with (*sec,
- * *nsec), or 0 when the library must read, also whenever the word names
- * the shared slot: the daemon's page is the library's to read (its split
- * reader of the page costs less than a second reader here, and this one
- * stays a single straight path).
+ * th__ctr_op(ordered, op) (or by `ctr`, where a test supplies one; early
+ * 1), or after the copy of the record (early 2: op 3's fence after the
+ * word), the record read by th_abi_eval, as the library reads it: 1 with
+ * (*sec, *nsec), or 0 when the library must read, also whenever the word
+ * names the shared slot: the daemon's page is the library's to read (its
+ * split reader of the page costs less than a second reader here, and this
+ * one stays a single straight path).
  */
-static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
-							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
-							      uint64_t (*ctr)(void), int64_t *osec, int64_t *onsec)
+static inline __attribute__((always_inline)) int th__fine_rec_at(const struct th_abi_timeline *tl,
+								 const struct th__fine_ctx *x, int ck, int ordered,
+								 uint32_t op, uint64_t (*ctr)(void), int early,
+								 int64_t *osec, int64_t *onsec)
 {
 	/* Acquire: the record is loaded after the word that names it; pairs
 	 * with the writer's release commit. */
@@ -359,7 +361,6 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	/* The counter now, before the record is found (the compiler barrier
 	 * keeps the loads below after it in program order); or, with op 3,
 	 * the fence now and the counter after the copy (th_abi_eval). */
-	int early = ordered && op == 3 && !ctr ? 2 : 1;
 	uint64_t c = 0;
 	if (early == 1)
 		c = ctr ? ctr() : th__ctr_op(ordered, op);
@@ -385,6 +386,20 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	*osec = sec;
 	*onsec = n;
 	return 1;
+}
+
+/* th__fine_rec_at with early chosen once: each way of reading the counter
+ * gets its own straight copy of the read, rather than one copy that tests
+ * the way again around the copy of the record (a fourth register live
+ * through it, three more branches). LFENCE;RDTSC or RDTSCP first, where the
+ * read falls through to it, as in the library's entries (TH_READ_CTR_SPLIT). */
+static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
+							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
+							      uint64_t (*ctr)(void), int64_t *osec, int64_t *onsec)
+{
+	if (__builtin_expect(ordered && op == 3 && !ctr, 0))
+		return th__fine_rec_at(tl, x, ck, ordered, op, ctr, 2, osec, onsec);
+	return th__fine_rec_at(tl, x, ck, ordered, op, ctr, 1, osec, onsec);
 }
 
 /* The library call behind an inline read before the cache is filled, which

@@ -402,6 +402,21 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 	return th__fine_rec_at(tl, x, ck, ordered, op, ctr, 1, osec, onsec);
 }
 
+/* A reading the library wrote into a local copy, stored into the caller's
+ * as two words: each loaded alone (the empty asm holds it in a register),
+ * so that each load is forwarded from the library's store of that word. A
+ * compiler copies the pair as one 16-byte load otherwise, which no CPU
+ * forwards from two 8-byte stores: the load waits for both to reach the
+ * cache. */
+#define th__copy2(a, b, da, db)                                              \
+	do {                                                                 \
+		__typeof__(*(a)) th__a_ = *(a);                              \
+		__typeof__(*(b)) th__b_ = *(b);                              \
+		__asm__("" : "+r"(th__a_), "+r"(th__b_));                    \
+		*(da) = th__a_;                                              \
+		*(db) = th__b_;                                              \
+	} while (0)
+
 /* The library call behind an inline read before the cache is filled, which
  * then fills it (the first call attaches the library). */
 static __attribute__((noinline, unused)) int th__fine_call(clockid_t id, struct timespec *ts)
@@ -449,8 +464,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	} else {
 		r = th__fine_call(id, &t);
 	}
-	ts->tv_sec = t.tv_sec;
-	ts->tv_nsec = t.tv_nsec;
+	th__copy2(&t.tv_sec, &t.tv_nsec, &ts->tv_sec, &ts->tv_nsec);
 	return r;
 }
 
@@ -500,8 +514,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 	} else {
 		r = th__gettimeofday_call(&t, 0);
 	}
-	tv->tv_sec = t.tv_sec;
-	tv->tv_usec = t.tv_usec;
+	th__copy2(&t.tv_sec, &t.tv_usec, &tv->tv_sec, &tv->tv_usec);
 	return r;
 }
 #define th_gettimeofday(tv, tz) th__gettimeofday_inline((tv), (tz))

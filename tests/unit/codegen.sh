@@ -1,6 +1,7 @@
 #!/bin/sh
 # The machine code of the inline reads (<timehands.h>) as the build's compiler
-# made it: no stack slot that a function stores narrower than it loads it.
+# made it: no stack slot that a function stores narrower than it loads it,
+# and none that a call just wrote loaded wider than a word.
 # x86 cannot forward such a store to the load: the load waits until the
 # store reaches the cache, several nanoseconds on every read that takes the
 # path (the REALTIME epoch, 16 bits, spilled across the counter read and
@@ -56,8 +57,16 @@ function flush(   s, i) {
 	delete ld
 	nl = 0
 }
-# width: the narrowest register store and the widest load of each slot
+# width: the narrowest register store and the widest load of each slot;
+# and no load wider than a word of what a call just wrote (the library
+# stores a reading word by word)
 function by_width(   w, i, x) {
+	if (m ~ /^call/) { after = 1; return }
+	if (m ~ /^(j|ret)/) { after = 0; return }
+	if (after && k == 2 && o[1] ~ /\(%r[sb]p\)$/ && width(o[2]) > 64) {
+		printf "%s: loads %s %d bits wide after a call (a reading is stored in words): %s\n", fn, o[1], width(o[2]), ins
+		bad++
+	}
 	if (k != 2 || m == "lea" || ops ~ /\(%r[sb]p,/) return
 	if (o[2] ~ /\(%r[sb]p\)$/ && m ~ /^mov[bwlq]?$/) {
 		w = o[1] ~ /^\$/ ? suffix(m) : width(o[1])

@@ -65,3 +65,26 @@ long th_cg_loop(long n)
 	}
 	return a;
 }
+
+/* Readings stored through the caller's pointer: where the library wrote
+ * the reading (the daemon's page, the first call), the header copies it
+ * word by word, not as one 16-byte load the library's stores cannot
+ * forward to (codegen.sh without --reload). */
+int th_cg_into(struct timespec *ts);
+int th_cg_realtime_into(struct timespec *ts);
+int th_cg_tv_into(struct timeval *tv);
+
+int th_cg_into(struct timespec *ts)
+{
+	return th_clock_gettime(CLOCK_MONOTONIC, ts);
+}
+
+int th_cg_realtime_into(struct timespec *ts)
+{
+	return th_clock_gettime(CLOCK_REALTIME, ts);
+}
+
+int th_cg_tv_into(struct timeval *tv)
+{
+	return th_gettimeofday(tv, 0);
+}

@@ -403,16 +403,12 @@ static inline __attribute__((always_inline)) int th__fine_rec(const struct th_ab
 }
 
 /* A reading the library wrote into a local copy, stored into the caller's
- * as two words: each loaded alone (the empty asm holds it in a register),
- * so that each load is forwarded from the library's store of that word. A
- * compiler copies the pair as one 16-byte load otherwise, which no CPU
- * forwards from two 8-byte stores: the load waits for both to reach the
- * cache. */
+ * word by word (TH_ABI_PIN2). */
 #define th__copy2(a, b, da, db)                                              \
 	do {                                                                 \
 		__typeof__(*(a)) th__a_ = *(a);                              \
 		__typeof__(*(b)) th__b_ = *(b);                              \
-		__asm__("" : "+r"(th__a_), "+r"(th__b_));                    \
+		TH_ABI_PIN2(th__a_, th__b_);                                 \
 		*(da) = th__a_;                                              \
 		*(db) = th__b_;                                              \
 	} while (0)

@@ -149,6 +149,13 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
 /* A field of a record, copied (relaxed: the generation orders it). */
 #define TH_ABI_LD(r, field) __atomic_load_n(&(r)->field, __ATOMIC_RELAXED)
 
+/* A reading's two words held in registers before they are stored into the
+ * caller's timespec or timeval, each by its own store. Where the reading
+ * came back from a call, a compiler otherwise spills the pair, or copies
+ * the library's local one, as one 16-byte load, which no CPU forwards from
+ * two 8-byte stores: the load waits for both to reach the cache. */
+#define TH_ABI_PIN2(a, b) __asm__("" : "+r"(a), "+r"(b))
+
 /* The clocks a record's tie applies to: a kernel's line's (bit 32 of kseq)
  * every clock, its readings being the kernel's; a tie of timehands' own line
  * (bit 33) REALTIME and TAI only, the clocks whose offsets a kernel update

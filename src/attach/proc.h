@@ -337,14 +337,11 @@ static inline __attribute__((always_inline)) struct th_tv th__read_tl_v(struct t
 }
 
 
-/* A reading into the caller's timespec; 0, as clock_gettime returns. The
- * two words held in registers (the empty asm) and stored one by one: where
- * the reading came back from a call, a compiler spills the pair and copies
- * it as one 16-byte load, which no CPU forwards from the two 8-byte stores
- * (the load waits for both to reach the cache). */
+/* A reading into the caller's timespec, word by word (TH_ABI_PIN2); 0, as
+ * clock_gettime returns. */
 static inline __attribute__((always_inline)) int th__tv_ts(struct th_tv v, struct timespec *ts)
 {
-	__asm__("" : "+r"(v.sec), "+r"(v.nsec));
+	TH_ABI_PIN2(v.sec, v.nsec);
 	ts->tv_sec = (time_t)v.sec;
 	ts->tv_nsec = (long)v.nsec;
 	return 0;

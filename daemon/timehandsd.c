@@ -119,7 +119,7 @@ struct daemon {
 	int64_t realtime_bias;    /* test seam: added to REALTIME and TAI readings */
 	int slow_offsets;         /* test seam: the sampler's REALTIME/BOOTTIME reads sleep first */
 	int seam_brackets;        /* test seam: offsets from brackets only, not the kernel's page */
-	uint64_t ktie;            /* the kernel's update count | 2^33 the records are tied to, 0: none */
+	uint64_t ktie;            /* the kernel's update count as TH_KSEQ_TIE the records are tied to, 0: none */
 	uint32_t prev_tie;        /* the count the previous tick's windup tied to */
 	uint64_t phase_at;        /* MONOTONIC when a tick last saw the kernel's update come (0: never) */
 	int64_t last_off_boot;
@@ -277,7 +277,7 @@ static int windup(uint64_t noticed)
 	/* the counter after the count's read, where the records begin */
 	uint64_t kc = kpage > 0 && ctr ? th_counter_ordered() : 0;
 	if (kpage >= 0)
-		D.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
+		D.ktie = kpage ? TH_KSEQ_TIE(kcount) : 0;
 	else if (!D.ktie)
 		D.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = D.ktie;

@@ -19,9 +19,9 @@
  *    fence, then the generation again), and serves nothing from a copy that fails either
  *    check. Pairs with the writer's release store of the generation, its
  *    release fence after setting it to 0, and the release commit of `cur`;
- *  - a record tied to a kernel update (kseq = the kernel data page's count |
- *    2^32, every clock; or | 2^33, REALTIME and TAI only) is served only
- *    while the kernel's count is still that count;
+ *  - a record tied to a kernel update (kseq = the kernel data page's count
+ *    | TH_ABI_KSEQ_LINE, every clock; or | TH_ABI_KSEQ_RT, REALTIME and TAI
+ *    only) is served only while the kernel's count is still that count;
  *  - the fast window is the counter interval [dlo, ddue) around the anchor
  *    (an empty window, dlo = ddue = 0: a kernel-mode record, never served
  *    fast); at and above the anchor a clock's value is
@@ -41,8 +41,8 @@
 
 /* 3: the counter read after the process's word, records tied to kernel
  * updates (kseq), the page's first-read counter (sh_ctr), windows that may
- * end below their anchor. */
-#define TH_ABI_VERSION 3
+ * end below their anchor. 4: kseq's flags in its top bits. */
+#define TH_ABI_VERSION 4
 #define TH_ABI_RING 8u
 #define TH_ABI_SLOT_SHARED 0xffu
 
@@ -65,7 +65,7 @@ struct th_abi_rec {
 	int64_t mono_lo;     /* line 0 Q32.32 ns per count below the anchor */
 	int64_t mono_hi;     /* and from the anchor on */
 	uint32_t mono_frac, raw_frac;
-	uint64_t kseq;       /* 0, or the kernel update's count | 2^32 */
+	uint64_t kseq;       /* 0, or the kernel update's count | TH_ABI_KSEQ_* */
 	struct th_abi_ts at[5];
 	int64_t raw_lo, raw_hi;
 	uint64_t mono_ns, raw_ns;
@@ -156,15 +156,20 @@ static inline int th_abi_read_retry(const struct th_abi_rec *r, uint32_t g)
  * two 8-byte stores: the load waits for both to reach the cache. */
 #define TH_ABI_PIN2(a, b) __asm__("" : "+r"(a), "+r"(b))
 
-/* The clocks a record's tie applies to: a kernel's line's (bit 32 of kseq)
- * every clock, its readings being the kernel's; a tie of timehands' own line
- * (bit 33) REALTIME and TAI only, the clocks whose offsets a kernel update
- * may step. All ones where the tie applies to clock ck, else 0. A reader
- * built before bit 33 takes it as a tie of every clock: slower, not wrong. */
+/* The flags of kseq above its count (bits 0-31): bit 62, a tie of REALTIME
+ * and TAI, the clocks whose offsets a kernel update may step (timehands' own
+ * line tied to an update); bits 63 and 62 together, a kernel's line, whose
+ * readings of every clock are the kernel's. */
+#define TH_ABI_KSEQ_RT ((uint64_t)1 << 62)
+#define TH_ABI_KSEQ_LINE ((uint64_t)3 << 62)
+
+/* All ones where kseq ks ties clock ck, else 0: the flag that applies to ck
+ * shifted into the sign bit and spread by one arithmetic shift (the flags
+ * sit at the top for that). */
 static inline __attribute__((always_inline)) uint32_t th_abi_tie_mask(uint64_t ks, int ck)
 {
-	uint64_t t = (ks >> 32) | (ck == TH_ABI_CK_REAL || ck == TH_ABI_CK_TAI ? ks >> 33 : 0);
-	return 0u - (uint32_t)(t & 1);
+	uint64_t t = ck == TH_ABI_CK_REAL || ck == TH_ABI_CK_TAI ? ks << 1 : ks;
+	return (uint32_t)(uint64_t)((int64_t)t >> 63);
 }
 
 /* Nonzero when a record tied to a kernel update (kseq) is no longer the

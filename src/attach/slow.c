@@ -119,18 +119,17 @@ static int64_t lagging_ctr(const struct th_snap *s, int64_t d, int ordered)
 	return (__int128)(s->dmin - d) * r <= (__int128)TH_TOL_NS << 32 ? s->dmin : d;
 }
 
-/* The kernel's count `seq` as a tie of every clock (bit 32), for
- * tied_still. */
+/* The kernel's count `seq` as a tie of every clock, for tied_still. */
 static inline uint64_t kcount_tie(uint32_t seq)
 {
-	return (uint64_t)1 << 32 | seq;
+	return TH_KSEQ_LINE(seq);
 }
 
 /* The offset of clock `sel` from record s's MONOTONIC into *off; for a tied
  * record (TH_RECF_TIED), which the kernel may have moved on from by a step
  * not yet wound up, REALTIME's and TAI's with the kernel's REALTIME offset
  * now, and in *kc the kernel's count it was read under (as a tie of every
- * clock, bit 32; 0 where no kernel offset was read), for tied_still. 0 when
+ * clock; 0 where no kernel offset was read), for tied_still. 0 when
  * that offset cannot be read now (the kernel updating at every try): the
  * caller reads again rather than serve an offset from before a step. */
 static int tied_offset(const struct th_snap *s, int sel, int64_t *off, uint64_t *kc)
@@ -836,7 +835,7 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, uint64_t c0, int earl
 	int64_t ro = atomic_load_explicit(&r->off_real, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
-	    !(ks >> 33 & 1) || (ks >> 32 & 1))
+	    (ks & TH_ABI_KSEQ_LINE) != TH_ABI_KSEQ_RT)
 		return 0;
 	int64_t kor;
 	uint32_t kseq;
@@ -986,7 +985,7 @@ int th__coarse_page_moved(struct timespec *ts, uint64_t lc, uint64_t fresh, uint
 	int64_t kor;
 	uint32_t kseq;
 	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
-	    !(ks >> 33 & 1) || (ks >> 32 & 1) || th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
+	    (ks & TH_ABI_KSEQ_LINE) != TH_ABI_KSEQ_RT || th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
 		return th__coarse_real_slow(ts);
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
 	return th__coarse_blk_k(TH_CK_REAL, ts, tl, pcur, fresh, fresh_ns, 1, lc, &tiep, 1);

@@ -443,7 +443,7 @@ static void local_windup(struct th_proc *p, int joining)
 	uint32_t kcount;
 	int kpage = th_hw_kpage_real(&koff, &kcount);
 	if (kpage >= 0)
-		th__W.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
+		th__W.ktie = kpage ? TH_KSEQ_TIE(kcount) : 0;
 	else if (!th__W.ktie)
 		th__W.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = th__W.ktie;

@@ -152,7 +152,7 @@ void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl)
 }
 
 /* The kernel's offset read again with its count, taken exactly (a step
- * where the held one differs): that count | 2^33, or 0 where the page
+ * where the held one differs): that count as TH_KSEQ_TIE, or 0 where the page
  * cannot be read now. */
 static uint64_t exact_tie(struct th_disc *d, int ctr, int *fl)
 {
@@ -166,7 +166,7 @@ static uint64_t exact_tie(struct th_disc *d, int ctr, int *fl)
 	if (off != d->off_real && th_disc_step_to(d, off, kc))
 		*fl |= TH_OBS_STEP;
 	th_writer_tie_from(d, kc, *fl);
-	return (uint64_t)seq | (1ull << 33);
+	return TH_KSEQ_TIE(seq);
 }
 
 void th_writer_page_tie(struct th_disc *d, int kpage, int64_t koff, uint64_t kc, int ctr, int *fl, uint64_t *ktie)

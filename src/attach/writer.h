@@ -74,9 +74,9 @@ void th_writer_tie_from(struct th_disc *d, uint64_t kc, int fl);
  * bracket), the kernel's offset is read again with its count and taken
  * exactly, a step into a new epoch where it differs from the held one
  * (*fl gets TH_OBS_STEP; `ctr`: the counter may be read), and th_rec_tie
- * and *ktie (the writer's last tie) become that count | 2^33, so that
+ * and *ktie (the writer's last tie) become that count as TH_KSEQ_TIE, so that
  * readers see any later update of the kernel's (a step) at once; where the
- * page cannot be read again, th_rec_tie is an odd count (bit 33 set), which
+ * page cannot be read again, th_rec_tie is an odd count (TH_REC_TIE_UNFINISHED), which
  * no finished update shows: every REALTIME or TAI reader of the record then
  * compares the kernel's offset of now with the record's.
  */

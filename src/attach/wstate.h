@@ -23,7 +23,7 @@ struct th_wstate {
 	/* the largest MONOTONIC_COARSE of the kernel's updates whose coarse
 	 * clocks kown_coarse let readers serve */
 	uint64_t kown_coarse;
-	/* The kernel's update count (| 2^33) the windups' records are tied to
+	/* The kernel's update count (TH_KSEQ_TIE) the windups' records are tied to
 	 * (th_rec_tie): the last one read from its data page, kept while a
 	 * read finds the kernel updating; 0 where the page is not read. */
 	uint64_t ktie;

@@ -87,16 +87,21 @@ enum {
 	TH_RECF_TIED = 8
 };
 
-/* The kernel update count (| 2^33) that write_record ties the records it
- * writes without a kseq of their own to (TH_RECF_TIED), or 0: set by the
- * writer before it writes them (a process's windup under its lock,
- * timehandsd's windup; in the simulation, each writer's own, tests/sim). */
+/* The kernel update count (as TH_KSEQ_TIE) that write_record ties the
+ * records it writes without a kseq of their own to (TH_RECF_TIED), or 0:
+ * set by the writer before it writes them (a process's windup under its
+ * lock, timehandsd's windup; in the simulation, each writer's own,
+ * tests/sim). */
 extern uint64_t th_rec_tie;
 /* A tie to an odd count, which no finished kernel update shows: every
  * REALTIME or TAI reader of such a record finds it moved on from and
  * compares the kernel's offset of now with the record's (a writer that
  * could not read the kernel's count, or its offset, consistently). */
-#define TH_REC_TIE_UNFINISHED ((1ull << 33) | 1u)
+#define TH_REC_TIE_UNFINISHED (TH_ABI_KSEQ_RT | 1u)
+/* A kernel count as kseq: a tie of REALTIME and TAI (timehands' own line);
+ * the kernel's line at that update. */
+#define TH_KSEQ_TIE(count) ((uint64_t)(uint32_t)(count) | TH_ABI_KSEQ_RT)
+#define TH_KSEQ_LINE(count) ((uint64_t)(uint32_t)(count) | TH_ABI_KSEQ_LINE)
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
 
@@ -130,10 +135,11 @@ struct th_rec {
 	_Atomic uint32_t mono_frac; /* line 0 fractional ns at the anchor, / 2^32 */
 	_Atomic uint32_t raw_frac;
 	/* 0, or the kernel's update this line is the conversion of, as its
-	 * data page's count | 2^32: served only while the kernel's count is
-	 * still (uint32_t)kseq (the kernel moved on: the slow path); or, for a
-	 * record tied to an update (TH_RECF_TIED), the count | 2^33, which
-	 * only REALTIME and TAI readers check (th_abi_tie_mask). */
+	 * data page's count (TH_KSEQ_LINE): served only while the kernel's
+	 * count is still (uint32_t)kseq (the kernel moved on: the slow path);
+	 * or, for a record tied to an update (TH_RECF_TIED), the count as
+	 * TH_KSEQ_TIE, which only REALTIME and TAI readers check
+	 * (th_abi_tie_mask). */
 	_Atomic uint64_t kseq;
 	/* --- line 2: the anchor as each clock's (sec, nsec), raw slopes --- */
 	struct th_ts at[TH_NCLOCKS]; /* 80 bytes */

@@ -587,7 +587,7 @@ int th_kconv_record(const struct th_kconv *k, uint64_t c, struct th_snap *v)
 	v->off_boot = off[1];
 	v->off_tai = off[2];
 	v->coarse = v->tick = cm;
-	v->kseq = (uint64_t)k->seq | ((uint64_t)1 << 32);
+	v->kseq = TH_KSEQ_LINE(k->seq);
 	return 0;
 }
 

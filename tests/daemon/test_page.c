@@ -293,7 +293,7 @@ enum serve {
 	SERVE_NO_FD,       /* greeting without a descriptor */
 	SERVE_TWO_FDS,
 	SERVE_BAD_HELLO,
-	SERVE_ABI2_HELLO,
+	SERVE_NEXT_ABI_HELLO,
 	SERVE_PIPE,        /* a descriptor that is not a memfd */
 	SERVE_AS_NOBODY,   /* listen() after dropping to uid 65534 (root only) */
 	SERVE_NOBODY_MEMFD /* listen as root, then create the memfd as uid 65534 (root only) */
@@ -415,7 +415,7 @@ static struct server start_server(const char *path, enum serve how, int page_fd,
 			case SERVE_NO_FD: send_fds(c, fds, 0, TH_PAGE_ABI, TH_PAGE_MAGIC); break;
 			case SERVE_TWO_FDS: send_fds(c, fds, 2, TH_PAGE_ABI, TH_PAGE_MAGIC); break;
 			case SERVE_BAD_HELLO: send_fds(c, fds, 1, TH_PAGE_ABI, 42); break;
-			case SERVE_ABI2_HELLO: send_fds(c, fds, 1, TH_PAGE_ABI + 1, TH_PAGE_MAGIC); break;
+			case SERVE_NEXT_ABI_HELLO: send_fds(c, fds, 1, TH_PAGE_ABI + 1, TH_PAGE_MAGIC); break;
 			case SERVE_PIPE:
 				if (pipe(pp) == 0)
 					send_fds(c, pp, 1, TH_PAGE_ABI, TH_PAGE_MAGIC);
@@ -662,7 +662,9 @@ static void test_transport(void)
 	attach_case("no descriptor", SERVE_NO_FD, all, TH_PAGE_SIZE, NULL, -EPROTO, "no descriptor");
 	attach_case("two descriptors", SERVE_TWO_FDS, all, TH_PAGE_SIZE, NULL, -EPROTO, "more than one");
 	attach_case("bad greeting", SERVE_BAD_HELLO, all, TH_PAGE_SIZE, NULL, -EPROTO, "does not speak");
-	attach_case("greeting ABI 2", SERVE_ABI2_HELLO, all, TH_PAGE_SIZE, NULL, -EPROTO, "serves page ABI 2");
+	char next_abi[40];
+	snprintf(next_abi, sizeof next_abi, "serves page ABI %u", TH_PAGE_ABI + 1);
+	attach_case("greeting of the next ABI", SERVE_NEXT_ABI_HELLO, all, TH_PAGE_SIZE, NULL, -EPROTO, next_abi);
 	attach_case("pipe descriptor", SERVE_PIPE, all, TH_PAGE_SIZE, NULL, -EPERM, "not a memfd");
 	if (geteuid() == 0) {
 		attach_case("peer uid 65534", SERVE_AS_NOBODY, all, TH_PAGE_SIZE, NULL, -EPERM, "served by uid 65534");

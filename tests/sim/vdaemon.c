@@ -32,7 +32,7 @@ static struct {
 	struct th_writer wr;
 	uint64_t tick_ns;
 	int64_t lag_ns; /* its fine clock readings lag the kernel's that much */
-	uint64_t ktie; /* the kernel's count | 2^33 its records are tied to (as timehandsd's) */
+	uint64_t ktie; /* the kernel's count as TH_KSEQ_TIE its records are tied to (as timehandsd's) */
 } V;
 
 static int64_t vd_kread(void *ctx, clockid_t id)
@@ -121,7 +121,7 @@ void vd_windup(void)
 	int kpage = th_hw_kpage_real(&koff, &kcount);
 	uint64_t kc = kpage > 0 ? th_hw_ctr_ordered() : 0;
 	if (kpage >= 0)
-		V.ktie = kpage ? (uint64_t)kcount | (1ull << 33) : 0;
+		V.ktie = kpage ? TH_KSEQ_TIE(kcount) : 0;
 	else if (!V.ktie)
 		V.ktie = TH_REC_TIE_UNFINISHED;
 	th_rec_tie = V.ktie;

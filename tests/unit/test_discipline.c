@@ -232,10 +232,10 @@ int main(void)
 				      (unsigned long long)th_snap_ceiling(&v, l));
 		}
 		v.from = v.anchor + 500;
-		v.kseq = (1ull << 32) | 7u; /* the kernel's line */
+		v.kseq = TH_KSEQ_LINE(7u); /* the kernel's line */
 		CHECK(th_snap_cut(&v, &cut) == &v, "a kernel's line cut");
 		v.flags = TH_RECF_TIED;
-		v.kseq = (1ull << 33) | 7u;
+		v.kseq = TH_KSEQ_TIE(7u);
 		CHECK(th_snap_cut(&v, &cut) != &v, "a tied line of the discipline's not cut");
 		/* th_commit writes the cut record */
 		static struct th_timeline tl;

@@ -476,7 +476,7 @@ static void record(void)
 		CHECK(ok, "conversion %d refused (shift %u, mult %u)", i, k.shift, k.mult);
 		if (!ok)
 			continue;
-		CHECK(v.kseq == ((uint64_t)k.seq | ((uint64_t)1 << 32)) && v.anchor == k.cycle_last && v.dlo == 0,
+		CHECK(v.kseq == TH_KSEQ_LINE(k.seq) && v.anchor == k.cycle_last && v.dlo == 0,
 		      "kseq, anchor, window");
 		th_commit_force(&tl, &v);
 		struct th_snap s;
@@ -1286,7 +1286,7 @@ static int shared_tied_child(void)
 	struct th_snap s;
 	unsigned r = 0;
 	int got = th_snapshot(th__page_tl(), &s, &r) == 0;
-	CHECK(got && (s.flags & TH_RECF_TIED) && (s.kseq >> 33 & 1),
+	CHECK(got && (s.flags & TH_RECF_TIED) && (s.kseq & TH_ABI_KSEQ_LINE) == TH_ABI_KSEQ_RT,
 	      "the daemon's page record is not tied to the kernel's updates (flags %#llx, kseq %#llx)",
 	      (unsigned long long)s.flags, (unsigned long long)s.kseq);
 	const int64_t tick = 100000000; /* generous: G5 is the daemon's two ticks */

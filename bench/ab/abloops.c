@@ -36,3 +36,4 @@ AB_LOOP(monor, struct timespec ts = {0}, th_clock_gettime(TH_CLOCK_MONOTONIC_REL
 AB_LOOP(realr, struct timespec ts = {0}, th_clock_gettime(TH_CLOCK_REALTIME_RELAXED, &ts), ts.tv_nsec)
 AB_LOOP(monoc, struct timespec ts = {0}, th_clock_gettime(CLOCK_MONOTONIC_COARSE, &ts), ts.tv_nsec)
 AB_LOOP(realc, struct timespec ts = {0}, th_clock_gettime(CLOCK_REALTIME_COARSE, &ts), ts.tv_nsec)
+AB_LOOP(time, (void)0, (void)0, th_time(NULL))

@@ -7,9 +7,9 @@
  * report is, per read, the median over rounds of A's and B's cost over the
  * floor and of the paired difference B - A, with its quartiles.
  *
- *   abpair lib A.so B.so [ROUNDS]       th_clock_gettime, th_gettimeofday of
+ *   abpair lib A.so B.so [ROUNDS]       th_clock_gettime, th_gettimeofday, th_time of
  *                                       two libtimehands.so (dlopen, local)
- *   abpair preload A.so B.so [ROUNDS]   clock_gettime, gettimeofday of two
+ *   abpair preload A.so B.so [ROUNDS]   clock_gettime, gettimeofday, time of two
  *                                       libtimehands-preload.so
  *   abpair inline [ROUNDS]              (built with -DAB_INLINE) the header's
  *                                       inline reads of two revisions
@@ -70,20 +70,20 @@ static __attribute__((noinline)) uint64_t floor_ordered(uint64_t n)
 	return a;
 }
 
-enum { NREAD = 10 };
+enum { NREAD = 11 };
 static const char *const names[NREAD] = {"MONOTONIC",	      "REALTIME",	  "TAI",
 					 "BOOTTIME",	      "MONOTONIC_RAW",	  "gettimeofday",
 					 "MONOTONIC_RELAXED", "REALTIME_RELAXED", "MONOTONIC_COARSE",
-					 "REALTIME_COARSE"};
+					 "REALTIME_COARSE",   "time"};
 #ifndef AB_INLINE
 static const clockid_t ids[NREAD] = {CLOCK_MONOTONIC,	     CLOCK_REALTIME,	       CLOCK_TAI,
 				     CLOCK_BOOTTIME,	     CLOCK_MONOTONIC_RAW,      0,
 				     TH_CLOCK_MONOTONIC_RELAXED, TH_CLOCK_REALTIME_RELAXED, CLOCK_MONOTONIC_COARSE,
-				     CLOCK_REALTIME_COARSE};
+				     CLOCK_REALTIME_COARSE,  0};
 #endif
 /* the floor of each read: 0 the ordered counter read, 1 the unordered one,
  * 2 none (the coarse reads: their cost as it is) */
-static const int floor_of[NREAD] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2};
+static const int floor_of[NREAD] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2, 2};
 
 #ifdef AB_INLINE
 #define AB_DECL(p)                                                                                       \
@@ -91,14 +91,18 @@ static const int floor_of[NREAD] = {0, 0, 0, 0, 0, 0, 1, 1, 2, 2};
 		p##tod(uint64_t), p##monor(uint64_t), p##realr(uint64_t);
 AB_DECL(a_)
 AB_DECL(b_)
-uint64_t a_monoc(uint64_t), a_realc(uint64_t), b_monoc(uint64_t), b_realc(uint64_t);
-static loop_fn loops[2][NREAD] = {{a_mono, a_real, a_tai, a_boot, a_raw, a_tod, a_monor, a_realr, a_monoc, a_realc},
-				  {b_mono, b_real, b_tai, b_boot, b_raw, b_tod, b_monor, b_realr, b_monoc, b_realc}};
+uint64_t a_monoc(uint64_t), a_realc(uint64_t), b_monoc(uint64_t), b_realc(uint64_t), a_time(uint64_t),
+	b_time(uint64_t);
+static loop_fn loops[2][NREAD] = {
+	{a_mono, a_real, a_tai, a_boot, a_raw, a_tod, a_monor, a_realr, a_monoc, a_realc, a_time},
+	{b_mono, b_real, b_tai, b_boot, b_raw, b_tod, b_monor, b_realr, b_monoc, b_realc, b_time}};
 #else
 typedef int (*gettime_fn)(clockid_t, struct timespec *);
 typedef int (*tod_fn)(struct timeval *, void *);
+typedef time_t (*time_fn)(time_t *);
 static gettime_fn gt[2];
 static tod_fn td[2];
+static time_fn tm[2];
 #define AB_SIDE(s)                                                                         \
 	static uint64_t run_##s(clockid_t id, uint64_t n)                                  \
 	{                                                                                  \
@@ -121,6 +125,14 @@ static tod_fn td[2];
 			acc += (uint64_t)tv.tv_usec;                                       \
 		}                                                                          \
 		return acc;                                                                \
+	}                                                                                  \
+	static uint64_t time_##s(uint64_t n)                                               \
+	{                                                                                  \
+		uint64_t acc = 0;                                                          \
+		time_fn f = tm[s];                                                         \
+		for (uint64_t i = 0; i < n; i++)                                           \
+			acc += (uint64_t)f(NULL);                                          \
+		return acc;                                                                \
 	}
 AB_SIDE(0)
 AB_SIDE(1)
@@ -135,6 +147,8 @@ static __attribute__((noinline)) uint64_t run_read(int side, int r, uint64_t n)
 #else
 	if (r == 5)
 		return side ? tod_1(n) : tod_0(n);
+	if (r == 10)
+		return side ? time_1(n) : time_0(n);
 	return side ? run_1(ids[r], n) : run_0(ids[r], n);
 #endif
 }
@@ -162,13 +176,15 @@ int main(int argc, char **argv)
 	const char *mode = argc > 1 ? argv[1] : "";
 	int arg = 2;
 #ifndef AB_INLINE
-	const char *sym_gt = NULL, *sym_td = NULL;
+	const char *sym_gt = NULL, *sym_td = NULL, *sym_tm = NULL;
 	if (!strcmp(mode, "lib")) {
 		sym_gt = "th_clock_gettime";
 		sym_td = "th_gettimeofday";
+		sym_tm = "th_time";
 	} else if (!strcmp(mode, "preload")) {
 		sym_gt = "clock_gettime";
 		sym_td = "gettimeofday";
+		sym_tm = "time";
 	}
 	if (!sym_gt || argc < 4) {
 		fprintf(stderr, "usage: abpair lib|preload A.so B.so [ROUNDS]\n");
@@ -176,7 +192,8 @@ int main(int argc, char **argv)
 	}
 	for (int s = 0; s < 2; s++) {
 		void *h = dlopen(argv[2 + s], RTLD_NOW | RTLD_LOCAL);
-		if (!h || !(gt[s] = (gettime_fn)dlsym(h, sym_gt)) || !(td[s] = (tod_fn)dlsym(h, sym_td))) {
+		if (!h || !(gt[s] = (gettime_fn)dlsym(h, sym_gt)) || !(td[s] = (tod_fn)dlsym(h, sym_td)) ||
+		    !(tm[s] = (time_fn)dlsym(h, sym_tm))) {
 			fprintf(stderr, "abpair: %s: %s\n", argv[2 + s], dlerror());
 			return 1;
 		}

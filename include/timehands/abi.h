@@ -11,8 +11,9 @@
  * The protocol, in short (the full account: doc/design.md):
  *  - the timeline word `cur` names the current record: slot (bits 0-7, 0xff:
  *    the daemon's page instead), sequence (8-39), announce count (40-63);
- *  - a record's generation `gen` is th_abi_gen_for(sequence) once committed
- *    and 0 while it is being written; a reader loads `cur` (acquire), the
+ *  - a record's generation `gen` is th_abi_gen_for(sequence), the
+ *    sequence's complement, once committed and 0 while it is being written
+ *    (no sequence is all ones: th_abi_seq_next); a reader loads `cur` (acquire), the
  *    generation (th_abi_read_begin: acquire) and compares it with the one
  *    `cur` names, copies the fields it needs (relaxed), then checks that the
  *    generation did not change (th_abi_read_end or _retry: an acquire
@@ -41,7 +42,8 @@
 
 /* 3: the counter read after the process's word, records tied to kernel
  * updates (kseq), the page's first-read counter (sh_ctr), windows that may
- * end below their anchor. 4: kseq's flags in its top bits. */
+ * end below their anchor. 4: kseq's flags in its top bits; the generation
+ * the sequence's complement. */
 #define TH_ABI_VERSION 4
 #define TH_ABI_RING 8u
 #define TH_ABI_SLOT_SHARED 0xffu
@@ -112,9 +114,18 @@ static inline uint64_t th_abi_cur_differ(uint64_t a, uint64_t b)
 {
 	return (a ^ b) << 24;
 }
+/* The generation of the record committed as sequence seq: its complement,
+ * one instruction for a reader. Never 0, the generation of a record being
+ * written, nor that of the zero record a timeline before its first commit
+ * names with sequence 0, since no sequence is all ones. */
 static inline uint32_t th_abi_gen_for(uint32_t seq)
 {
-	return seq ? seq : 1u;
+	return ~seq;
+}
+/* The sequence after seq, skipping the one all ones. */
+static inline uint32_t th_abi_seq_next(uint32_t seq)
+{
+	return seq + 1u == 0xffffffffu ? 0u : seq + 1u;
 }
 
 /* The record `cur` names in timeline `tl` (not the page's: see the slot). */

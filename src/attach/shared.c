@@ -267,7 +267,7 @@ static int switch_to_shared(struct th_proc *p, const struct th_snap *ps)
 		/* Release: the floors above, and the page mapping, are visible to
 		 * a reader whose acquire load of cur sees the shared slot. Fails
 		 * if a TRANSIT reader announced a value above the guard. */
-		uint64_t nw = TH_CUR_MAKE(TH_CUR_SEQ(x) + 1, TH_SLOT_SHARED, x);
+		uint64_t nw = TH_CUR_MAKE(th_abi_seq_next(TH_CUR_SEQ(x)), TH_SLOT_SHARED, x);
 		if (atomic_compare_exchange_strong_explicit(&p->tl.cur, &x, nw, memory_order_release,
 							    memory_order_relaxed)) {
 			/* The coarse floor at the guard only now: raised before

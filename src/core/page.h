@@ -39,7 +39,7 @@
 
 /* "thndpage" as the bytes of a little-endian word. */
 #define TH_PAGE_MAGIC UINT64_C(0x65676170646e6874)
-#define TH_PAGE_ABI 2u /* 2: kseq's flags in its top bits (TH_ABI_VERSION 4) */
+#define TH_PAGE_ABI 2u /* 2: the records of TH_ABI_VERSION 4 */
 #define TH_PAGE_HDR_SIZE 256u
 #define TH_PAGE_SIZE 4096u
 

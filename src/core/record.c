@@ -172,7 +172,7 @@ static uint32_t gen_for(uint32_t seq)
 int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
 	unsigned slot = (TH_CUR_SLOT(expect) + 1) % TH_RING;
-	uint32_t seq = TH_CUR_SEQ(expect) + 1;
+	uint32_t seq = th_abi_seq_next(TH_CUR_SEQ(expect));
 	TH_STEP("commit");
 	/* Release: the record written into the slot after `expect`'s is
 	 * visible to any reader whose acquire load of cur sees the new word.
@@ -187,7 +187,7 @@ int th_recommit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v
 
 int th_commit(struct th_timeline *tl, uint64_t expect, const struct th_snap *v)
 {
-	uint32_t seq = TH_CUR_SEQ(expect) + 1;
+	uint32_t seq = th_abi_seq_next(TH_CUR_SEQ(expect));
 	struct th_snap cut;
 	const struct th_snap *w = th_snap_cut(v, &cut);
 	write_record(&tl->ring[(TH_CUR_SLOT(expect) + 1) % TH_RING], gen_for(seq), w);
@@ -198,7 +198,7 @@ uint64_t th_commit_force(struct th_timeline *tl, const struct th_snap *v)
 {
 	uint64_t x = atomic_load_explicit(&tl->cur, memory_order_relaxed);
 	unsigned slot = (TH_CUR_SLOT(x) + 1) % TH_RING;
-	uint32_t seq = TH_CUR_SEQ(x) + 1;
+	uint32_t seq = th_abi_seq_next(TH_CUR_SEQ(x));
 	struct th_snap cut;
 	const struct th_snap *w = th_snap_cut(v, &cut);
 	write_record(&tl->ring[slot], gen_for(seq), w);

@@ -249,8 +249,8 @@ struct th_snap {
 #define TH_CUR_SEQ(w) th_abi_cur_seq(w)
 #define TH_CUR_ANN_ONE ((uint64_t)1 << 40)
 #define TH_CUR_ID(w) th_abi_cur_id(w) /* slot and sequence */
-/* The generation a record committed as sequence `seq` carries (0 means "being
- * written"). A reader accepts a record only with the generation of the
+/* The generation a record committed as sequence `seq` carries, its
+ * complement (0 means "being written"). A reader accepts a record only with the generation of the
  * sequence its `cur` named: a slot rewritten since (a later sequence, or an
  * attempt not yet committed or abandoned) is never taken for the record the
  * word named (tests/model/timehands.pml checks it; -DBREAK_ANY_GEN removes it). */

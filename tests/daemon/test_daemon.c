@@ -562,7 +562,8 @@ static void mode_stop(void)
 	th_page_detach(&m);
 }
 
-/* Oldest and newest records of the ring by sequence (gen). */
+/* Oldest and newest records of the ring by sequence (the generation's
+ * complement: th_abi_gen_for). */
 static int first_with_epoch(const struct th_page_map *m, uint16_t epoch, struct th_snap *out, int *complete)
 {
 	struct th_timeline *tl = (struct th_timeline *)m->tl;
@@ -578,13 +579,14 @@ static int first_with_epoch(const struct th_page_map *m, uint16_t epoch, struct 
 		atomic_thread_fence(memory_order_acquire);
 		if (g == 0 || atomic_load_explicit(&r->gen, memory_order_relaxed) != g)
 			continue;
-		if (g < oldest) {
-			oldest = g;
+		uint32_t q = ~g;
+		if (q < oldest) {
+			oldest = q;
 			oldest_epoch = e;
 		}
-		if (e == epoch && (!found || g < best)) {
+		if (e == epoch && (!found || q < best)) {
 			found = 1;
-			best = g;
+			best = q;
 			memset(out, 0, sizeof *out);
 			out->gen = g;
 			out->coarse = coarse;

@@ -645,13 +645,16 @@ end_dead:
 /* ------------------------------------------------------------ reader side */
 
 /* The generation a reader accepts: only that of the sequence `cur` named
- * (TH_CUR_GEN(cur) = TH_GEN_FOR(seq) = seq ? seq : 1), never an older or newer
- * record found in the same slot. -DBREAK_ANY_GEN makes the reader accept
+ * (TH_CUR_GEN(cur) = TH_GEN_FOR(seq), the sequence's complement in the code;
+ * here the sequence itself, which starts at 1 and stays far below the
+ * byte's range: the same one-to-one map onto generations other than that of
+ * a record being written), never an older or newer record found in the same
+ * slot. -DBREAK_ANY_GEN makes the reader accept
  * any record not being written (g != 0), which the model shows unsafe. */
 #ifdef BREAK_ANY_GEN
 #define GEN_OK (g != 0)
 #else
-#define GEN_OK (g == (lq -> lq : 1))
+#define GEN_OK (g == lq)
 #endif
 
 #define CF(d) (c_base + (d) * ((d) < 0 -> c_lo : c_hi))

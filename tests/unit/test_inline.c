@@ -93,6 +93,37 @@ static int read_rec(int ck, const uint64_t *g3, int64_t *ns)
 	return ok;
 }
 
+/* The generation is the sequence's complement (th_abi_gen_for): the zero
+ * timeline before its first commit names nothing a reader takes, and the
+ * sequence wraps past the value whose generation would be 0, a record
+ * being written. */
+static void test_sequences(void)
+{
+	uint64_t g3 = 0;
+	int64_t ns;
+	for (int ck = 0; ck < 5; ck++) {
+		fake_c = (uint64_t)ck * 12345;
+		CHECK(read_rec(ck, &g3, &ns) == 0, "the zero timeline was read (clock %d)", ck);
+	}
+	struct th_snap v;
+	make_line(&v);
+	atomic_store(&tl.cur, TH_CUR_MAKE(0xfffffffeu, 3, 0));
+	for (int i = 0; i < 3; i++) {
+		uint64_t w = th_commit_force(&tl, &v);
+		CHECK(TH_CUR_SEQ(w) == (uint32_t)i, "sequence %u after the wrap (commit %d)", TH_CUR_SEQ(w), i);
+		struct th_snap s;
+		unsigned r = 0;
+		CHECK(th_snapshot(&tl, &s, &r) == 0, "snapshot after the wrap (commit %d)", i);
+		fake_c = s.anchor + 10;
+		CHECK(read_rec(0, &g3, &ns) == 1, "no read after the wrap (commit %d)", i);
+		struct th_rec *rec = &tl.ring[TH_CUR_SLOT(w) % TH_RING];
+		uint32_t gen = atomic_load(&rec->gen);
+		atomic_store(&rec->gen, 0);
+		CHECK(read_rec(0, &g3, &ns) == 0, "a record being written was read after the wrap (commit %d)", i);
+		atomic_store(&rec->gen, gen);
+	}
+}
+
 static void test_values(void)
 {
 	uint64_t g3 = ~(uint64_t)0; /* a floor never below a reading: no G3 raise */
@@ -332,6 +363,7 @@ static void test_first_call_inline(void)
 int main(void)
 {
 	test_first_call_inline();
+	test_sequences();
 	test_values();
 	test_refusals();
 	test_shared();

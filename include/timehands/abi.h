@@ -223,11 +223,11 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * daemon's page's, found through the process's word *own_cur, loaded as lc
  * (acquire) before the counter: served only if that word is unchanged
  * after the copy (the process may have left the page meanwhile), and a
- * counter (either way) only at or above **sh_ctr, the counter from which
+ * counter (either way) only at or above *sh_ctr, the counter from which
  * the switch to the page found its line above everything this process had
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
- * plus **sh_delta. 1 with (*sec, *nsec in [0, 1e9)) and the REALTIME
+ * plus *sh_delta (both words at fixed addresses: one load each). 1 with (*sec, *nsec in [0, 1e9)) and the REALTIME
  * epoch *oep (16 bits, held in 64); 0 where the caller's slow path must read. The G3 floor is the
  * caller's.
  */
@@ -235,7 +235,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 							   int early, uint64_t c, uint64_t (*late_ctr)(void),
 							   const uint32_t *const *kcp, void (*step)(const char *),
 							   int shared, const uint64_t *own_cur, uint64_t lc,
-							   const uint64_t *const *sh_ctr, const uint32_t *const *sh_delta,
+							   const uint64_t *sh_ctr, const uint32_t *sh_delta,
 							   int64_t *osec, int64_t *onsec, uint64_t *oep)
 {
 	/* one base register for every field (the compiler would keep the
@@ -287,7 +287,7 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		if (th_abi_cur_differ(__atomic_load_n(own_cur, __ATOMIC_RELAXED), lc) != 0)
 			return 0;
 		if (ck == TH_ABI_CK_REAL)
-			ep = (ep + __atomic_load_n(__atomic_load_n(sh_delta, __ATOMIC_RELAXED), __ATOMIC_RELAXED)) & 0xffff;
+			ep = (ep + __atomic_load_n(sh_delta, __ATOMIC_RELAXED)) & 0xffff;
 	}
 	/* Inside the window |d * rate| < 2^62, so q + d * rate is exact in
 	 * 64 bits, and so is its value modulo 2^64 taken as q - anchor * rate
@@ -304,10 +304,10 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 			step("read_counter");
 		c = late_ctr();
 	}
-	/* The page serves a counter only at or above **sh_ctr: one taken
+	/* The page serves a counter only at or above *sh_ctr: one taken
 	 * first, or one read after the copy (an unordered read may run as
 	 * early as the fence, before the word that named the page). */
-	if (shared && c < __atomic_load_n(__atomic_load_n(sh_ctr, __ATOMIC_RELAXED), __ATOMIC_RELAXED))
+	if (shared && c < __atomic_load_n(sh_ctr, __ATOMIC_RELAXED))
 		return 0;
 	int64_t n;
 	if (__builtin_expect(c - anchor < due, 1)) {

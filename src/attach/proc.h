@@ -268,9 +268,10 @@ static inline __attribute__((always_inline)) uint32_t th__kseq_moved(uint64_t ks
 
 /* The counter read after the copy (th_abi_eval's late_ctr), the
  * simulation's scheduling points inside it, and where the counter from
- * which the page serves a counter taken first is kept. */
-static const uint64_t *const th__sh_ctr_ref = (const uint64_t *)(const void *)&th__P.sh_ctr;
-static const uint32_t *const th__sh_delta_ref = (const uint32_t *)(const void *)&th__P.sh_delta;
+ * which the page serves a counter taken first, and the page's REALTIME
+ * epoch's shift, are kept. */
+#define TH__SH_CTR ((const uint64_t *)(const void *)&th__P.sh_ctr)
+#define TH__SH_DELTA ((const uint32_t *)(const void *)&th__P.sh_delta)
 static inline uint64_t th__late_ctr(void)
 {
 	return th_hw_ctr_relaxed();
@@ -313,7 +314,7 @@ static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timel
 	uint64_t ep;
 	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, cur), cur, ck,
 				     early, c, th__late_ctr, th_hw_kcount_ref(), TH__EVAL_STEP, shared,
-				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, &th__sh_ctr_ref, &th__sh_delta_ref, &sec,
+				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, TH__SH_CTR, TH__SH_DELTA, &sec,
 				     &n, &ep)))
 		return 0;
 	*out = (struct th_tv){sec, n};

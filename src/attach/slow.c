@@ -854,7 +854,7 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, uint64_t c0, int earl
 	uint64_t ep;
 	if (!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, pcur), pcur, ck, 1, c,
 			 th__late_ctr, &tiep, TH__EVAL_STEP, 1, (const uint64_t *)(const void *)&th__P.tl.cur, lc,
-			 &th__sh_ctr_ref, &th__sh_delta_ref, &sec, &n, &ep))
+			 TH__SH_CTR, TH__SH_DELTA, &sec, &n, &ep))
 		return 0;
 	*out = (struct th_tv){sec, n};
 	*oep = (uint16_t)ep;

@@ -352,6 +352,10 @@ static inline __attribute__((always_inline)) int th__fine_rec_at(const struct th
 								 uint32_t op, uint64_t (*ctr)(void), int early,
 								 int64_t *osec, int64_t *onsec)
 {
+	/* An ordered read's fence before the word where it has one (arm64),
+	 * here, after the op was found one of an inline read. */
+	if (ordered)
+		TH__PRE_FENCE();
 	/* Acquire: the record is loaded after the word that names it; pairs
 	 * with the writer's release commit. */
 	uint64_t cur = __atomic_load_n(&tl->cur, __ATOMIC_ACQUIRE);
@@ -392,13 +396,17 @@ static inline __attribute__((always_inline)) int th__fine_rec_at(const struct th
  * gets its own straight copy of the read, rather than one copy that tests
  * the way again around the copy of the record (a fourth register live
  * through it, three more branches). LFENCE;RDTSC or RDTSCP first, where the
- * read falls through to it, as in the library's entries (TH_READ_CTR_SPLIT). */
+ * read falls through to it, as in the library's entries (TH_READ_CTR_SPLIT).
+ * 0 for an op of no inline read (0: the cache not filled; 4), tested after
+ * op 3, whose ordered read thus makes one test. */
 static inline __attribute__((always_inline)) int th__fine_rec(const struct th_abi_timeline *tl,
 							      const struct th__fine_ctx *x, int ck, int ordered, uint32_t op,
 							      uint64_t (*ctr)(void), int64_t *osec, int64_t *onsec)
 {
 	if (__builtin_expect(ordered && op == 3 && !ctr, 0))
 		return th__fine_rec_at(tl, x, ck, ordered, op, ctr, 2, osec, onsec);
+	if (__builtin_expect(op - 1u >= 3u, 0))
+		return 0;
 	return th__fine_rec_at(tl, x, ck, ordered, op, ctr, 1, osec, onsec);
 }
 
@@ -428,9 +436,7 @@ static inline __attribute__((always_inline)) int th__fine_inline(clockid_t id, i
 	int64_t sec, n;
 	/* Acquire: pairs with th__fine_fill's release store. */
 	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE);
-	if (__builtin_expect(ts != 0 && op - 1u < 3u, 1)) {
-		if (ordered)
-			TH__PRE_FENCE();
+	if (__builtin_expect(ts != 0, 1)) {
 		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
 						  ck, ordered, op, 0, &sec, &n),
 				     1)) {
@@ -489,8 +495,7 @@ static inline __attribute__((always_inline)) int th__gettimeofday_inline(struct 
 {
 	int64_t sec, n;
 	uint32_t op = __atomic_load_n(&th__fine_cache.ctr_op, __ATOMIC_ACQUIRE); /* as th__fine_inline */
-	if (__builtin_expect(tv != 0 && tz == 0 && op - 1u < 3u, 1)) {
-		TH__PRE_FENCE();
+	if (__builtin_expect(tv != 0 && tz == 0, 1)) {
 		if (__builtin_expect(th__fine_rec(__atomic_load_n(&th__fine_cache.tl, __ATOMIC_RELAXED), &th__fine_cache,
 						  TH_ABI_CK_REAL, 1, op, 0, &sec, &n),
 				     1)) {

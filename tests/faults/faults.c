@@ -640,6 +640,8 @@ int main(int argc, char **argv)
 	}
 	printf("faults: %s, mode %s, clocksource %s, tick %.1f ms, kernel tick %ld us, freq %+.3f ppm\n", PATH_NAME,
 	       mode_name(st.mode), orig_cs, (double)tick_ns / 1e6, orig_tx.tick, (double)orig_tx.freq / 65536.0);
+	if (st.mode == TH_MODE_KERNEL)
+		printf("faults: kernel mode at the start: %s\n", st.reason);
 	static const char *const all[] = {"freq", "tick", "tick10", "pll", "setoffset", "step", "steppair", "clocksource"};
 	int failed = 0, ran = 0;
 	for (int a = first; a < argc; a++) {

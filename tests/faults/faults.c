@@ -276,10 +276,20 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 {
 	for (size_t i = 0; i < NFINE; i++) {
 		struct timespec t;
+		int steppable = fine_ids[i] == CLOCK_REALTIME || fine_ids[i] == CLOCK_TAI;
+		int64_t m1 = steppable ? vread(CLOCK_MONOTONIC) : 0;
 		int64_t k1 = kread(fine_ids[i]), v1 = vread(fine_ids[i]);
 		tread(fine_ids[i], &t);
 		int64_t v2 = vread(fine_ids[i]), k2 = kread(fine_ids[i]);
 		int64_t v = ts_ns(&t), lo = min4(k1, k2, v1, v2), hi = max4(k1, k2, v1, v2);
+		/* The kernel stepped the clock back between the readings before
+		 * and those after: the lowest of them is one taken after this
+		 * reading, which the clock reached only later. The bound below
+		 * is then that reading less the time the whole sandwich took. */
+		if (steppable && (k2 < k1 || v2 < v1)) {
+			int64_t m2 = vread(CLOCK_MONOTONIC);
+			lo -= m2 - m1;
+		}
 		/* the kernel's readings before and after, by either path */
 		k1 = k1 < v1 ? k1 : v1;
 		k2 = k2 > v2 ? k2 : v2;
@@ -294,7 +304,6 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 			note_first(fine_names[i], lo, v, hi);
 		}
 		/* G2: REALTIME and TAI may go back only where the kernel did */
-		int steppable = fine_ids[i] == CLOCK_REALTIME || fine_ids[i] == CLOCK_TAI;
 		if (prev[i] && v < prev[i] && !(steppable && (k1 < prev_k[i] || k2 < prev_k[i]))) {
 			SS->g2_bad++;
 			note_first(fine_names[i], prev[i], v, prev[i]);

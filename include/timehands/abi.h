@@ -13,12 +13,12 @@
  *    the daemon's page instead), sequence (8-39), announce count (40-63);
  *  - a record's generation `gen` is th_abi_gen_for(sequence), the
  *    sequence's complement, once committed and 0 while it is being written
- *    (no sequence is all ones: th_abi_seq_next); a reader loads `cur` (acquire), the
- *    generation (th_abi_read_begin: acquire) and compares it with the one
- *    `cur` names, copies the fields it needs (relaxed), then checks that the
- *    generation did not change (th_abi_read_end or _retry: an acquire
- *    fence, then the generation again), and serves nothing from a copy that fails either
- *    check. Pairs with the writer's release store of the generation, its
+ *    (no sequence is all ones: th_abi_seq_next); a reader loads `cur`
+ *    (acquire), the generation (th_abi_read_begin: acquire) and compares it
+ *    with the one `cur` names, copies the fields it needs (relaxed), then
+ *    checks that the generation did not change (th_abi_read_end or _retry:
+ *    an acquire fence, then the generation again), and serves nothing from
+ *    a copy that fails either check. Pairs with the writer's release store of the generation, its
  *    release fence after setting it to 0, and the release commit of `cur`;
  *  - a record tied to a kernel update (kseq = the kernel data page's count
  *    | TH_ABI_KSEQ_LINE, every clock; or | TH_ABI_KSEQ_RT, REALTIME and TAI
@@ -227,8 +227,9 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * the switch to the page found its line above everything this process had
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
- * plus *sh_delta (both words at fixed addresses: one load each). 1 with (*sec, *nsec in [0, 1e9)) and the REALTIME
- * epoch *oep (16 bits, held in 64); 0 where the caller's slow path must read. The G3 floor is the
+ * plus *sh_delta (both words at fixed addresses: one load each). 1 with
+ * (*sec, *nsec in [0, 1e9)) and the REALTIME epoch *oep (16 bits, held in
+ * 64); 0 where the caller's slow path must read. The G3 floor is the
  * caller's.
  */
 static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur, int ck,

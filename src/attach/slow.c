@@ -835,7 +835,7 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, uint64_t c0, int earl
 	int64_t ro = atomic_load_explicit(&r->off_real, memory_order_relaxed);
 	atomic_thread_fence(memory_order_acquire);
 	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
-	    (ks & TH_ABI_KSEQ_LINE) != TH_ABI_KSEQ_RT)
+	    !th_kseq_own_tie(ks))
 		return 0;
 	int64_t kor;
 	uint32_t kseq;
@@ -985,7 +985,7 @@ int th__coarse_page_moved(struct timespec *ts, uint64_t lc, uint64_t fresh, uint
 	int64_t kor;
 	uint32_t kseq;
 	if (atomic_load_explicit(&r->gen, memory_order_relaxed) != g || g != th_abi_gen_for(th_abi_cur_seq(pcur)) ||
-	    (ks & TH_ABI_KSEQ_LINE) != TH_ABI_KSEQ_RT || th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
+	    !th_kseq_own_tie(ks) || th_hw_kpage_real(&kor, &kseq) <= 0 || kor != ro)
 		return th__coarse_real_slow(ts);
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
 	return th__coarse_blk_k(TH_CK_REAL, ts, tl, pcur, fresh, fresh_ns, 1, lc, &tiep, 1);

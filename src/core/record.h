@@ -102,6 +102,12 @@ extern uint64_t th_rec_tie;
  * the kernel's line at that update. */
 #define TH_KSEQ_TIE(count) ((uint64_t)(uint32_t)(count) | TH_ABI_KSEQ_RT)
 #define TH_KSEQ_LINE(count) ((uint64_t)(uint32_t)(count) | TH_ABI_KSEQ_LINE)
+/* Whether kseq ks is a tie of timehands' own line (TH_KSEQ_TIE), not a
+ * kernel's line nor untied. */
+static inline int th_kseq_own_tie(uint64_t ks)
+{
+	return (ks & TH_ABI_KSEQ_LINE) == TH_ABI_KSEQ_RT;
+}
 
 enum { TH_MONO = 0, TH_RAW = 1, TH_NLINES = 2 };
 
@@ -250,10 +256,11 @@ struct th_snap {
 #define TH_CUR_ANN_ONE ((uint64_t)1 << 40)
 #define TH_CUR_ID(w) th_abi_cur_id(w) /* slot and sequence */
 /* The generation a record committed as sequence `seq` carries, its
- * complement (0 means "being written"). A reader accepts a record only with the generation of the
- * sequence its `cur` named: a slot rewritten since (a later sequence, or an
- * attempt not yet committed or abandoned) is never taken for the record the
- * word named (tests/model/timehands.pml checks it; -DBREAK_ANY_GEN removes it). */
+ * complement (0 means "being written"). A reader accepts a record only with
+ * the generation of the sequence its `cur` named: a slot rewritten since (a
+ * later sequence, or an attempt not yet committed or abandoned) is never
+ * taken for the record the word named (tests/model/timehands.pml checks it;
+ * -DBREAK_ANY_GEN removes it). */
 #define TH_GEN_FOR(seq) th_abi_gen_for((uint32_t)(seq))
 #define TH_CUR_GEN(w) TH_GEN_FOR(TH_CUR_SEQ(w))
 #define TH_CUR_MAKE(seq, slot, ann) (((uint64_t)(uint32_t)(seq) << 8) | ((slot) & 0xffu) | ((ann) & ~(((uint64_t)1 << 40) - 1)))

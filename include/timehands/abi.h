@@ -227,12 +227,18 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * the switch to the page found its line above everything this process had
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
- * plus *sh_delta (both words at fixed addresses: one load each). 1 with
- * (*sec, *nsec in [0, 1e9)) and the REALTIME epoch *oep (16 bits, held in
- * 64); 0 where the caller's slow path must read. The G3 floor is the
- * caller's.
+ * plus *sh_delta (both words at fixed addresses: one load each).
+ * again: the timeline r lies in, where that is at a fixed address (the
+ * process's own), or NULL. With it the part below the anchor finds r again
+ * from `cur`, so that neither r nor its generation stays in a register
+ * across the counter read. 1 with (*osec, *onsec in [0, 1e9)) and the
+ * REALTIME epoch *oep (16 bits, held in 64); 0 where the caller's slow path
+ * must read, with *osec written all the same (the seconds are stored as
+ * soon as they are copied: a caller may pass its caller's timespec, whose
+ * slow path then overwrites them). The G3 floor is the caller's.
  */
-static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur, int ck,
+static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur,
+							   const struct th_abi_timeline *again, int ck,
 							   int early, uint64_t c, uint64_t (*late_ctr)(void),
 							   const uint32_t *const *kcp, void (*step)(const char *),
 							   int shared, const uint64_t *own_cur, uint64_t lc,
@@ -268,7 +274,10 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 	int64_t dlo = early == 0 ? TH_ABI_LD(r, dlo) : 0;
 	int64_t ddue = TH_ABI_LD(r, ddue);
 	int64_t hi = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_hi) : TH_ABI_LD(r, mono_hi);
-	int64_t sec = TH_ABI_LD(r, at[ck].sec), q = TH_ABI_LD(r, at[ck].nsec_q32);
+	/* The seconds go out at once, before the copy is known to stand, so
+	 * that no register holds them across the counter read. */
+	*osec = TH_ABI_LD(r, at[ck].sec);
+	int64_t q = TH_ABI_LD(r, at[ck].nsec_q32);
 	/* Full width (the epoch is 16 bits), and opaque to the compiler
 	 * (the empty asm): knowing the upper bits zero, it spills the value
 	 * 16 bits wide and reloads it 64 bits wide for the G3 compare, a
@@ -319,10 +328,18 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		 * value (copied again rather than kept in a register across
 		 * the counter read), checked by the generation once more. */
 		int64_t d = (int64_t)(c - anchor);
+		uint32_t gb = g;
+		if (again) {
+			/* opaque, or the compiler keeps r and g after all */
+			uint64_t cu = cur;
+			__asm__("" : "+r"(cu));
+			r = th_abi_rec_of(again, cu);
+			gb = th_abi_gen_for(th_abi_cur_seq(cu));
+		}
 		int64_t dl = TH_ABI_LD(r, dlo);
 		int64_t lo = ck == TH_ABI_CK_RAW ? TH_ABI_LD(r, raw_lo) : TH_ABI_LD(r, mono_lo);
 		uint64_t qb = (uint64_t)TH_ABI_LD(r, at[ck].nsec_q32);
-		if (d >= 0 || d >= ddue || d < dl || th_abi_read_retry(r, g))
+		if (d >= 0 || d >= ddue || d < dl || th_abi_read_retry(r, gb))
 			return 0;
 		n = (int64_t)(qb + (uint64_t)d * (uint64_t)lo) >> 32;
 	}
@@ -330,10 +347,9 @@ static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi
 		return 0;
 	if (__builtin_expect((uint64_t)n >= 1000000000u, 0)) {
 		int64_t k = n / 1000000000 - (n < 0);
-		sec += k;
+		*osec += k;
 		n -= k * 1000000000;
 	}
-	*osec = sec;
 	*onsec = n;
 	*oep = ep;
 	return 1;

@@ -304,21 +304,32 @@ static inline uint64_t th__late_ctr(void)
  * if the local word still names it after the copy (the process may have
  * left the page meanwhile, see th__leave_shared).
  */
+static inline __attribute__((always_inline)) int th__read_tl_to(struct th_timeline *tl, uint64_t cur, int ck,
+								 int ordered, const int shared, uint64_t lc,
+								 uint64_t c, int early, int64_t *osec, int64_t *onsec,
+								 uint16_t *oep)
+{
+	(void)ordered;
+	uint64_t ep;
+	const struct th_abi_timeline *at = (const struct th_abi_timeline *)(const void *)tl;
+	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of(at, cur), cur, shared ? NULL : at, ck, early, c, th__late_ctr,
+				     th_hw_kcount_ref(), TH__EVAL_STEP, shared,
+				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, TH__SH_CTR, TH__SH_DELTA, osec,
+				     onsec, &ep)))
+		return 0;
+	*oep = (uint16_t)ep;
+	return 1;
+}
+
 static inline __attribute__((always_inline)) int th__read_tl_try(struct th_timeline *tl, uint64_t cur, int ck,
 								  int ordered, const int shared, uint64_t lc,
 								  uint64_t c, int early, struct th_tv *out,
 								  uint16_t *oep)
 {
-	(void)ordered;
 	int64_t sec, n;
-	uint64_t ep;
-	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, cur), cur, ck,
-				     early, c, th__late_ctr, th_hw_kcount_ref(), TH__EVAL_STEP, shared,
-				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, TH__SH_CTR, TH__SH_DELTA, &sec,
-				     &n, &ep)))
+	if (!th__read_tl_to(tl, cur, ck, ordered, shared, lc, c, early, &sec, &n, oep))
 		return 0;
 	*out = (struct th_tv){sec, n};
-	*oep = (uint16_t)ep;
 	return 1;
 }
 
@@ -358,6 +369,18 @@ static inline __attribute__((always_inline)) int th__tv_tv(struct th_tv v, struc
 	tv->tv_usec = (suseconds_t)th_abi_usec(v.nsec);
 	return 0;
 }
+
+/* The nanoseconds of a reading whose seconds the reader stored already. */
+static inline __attribute__((always_inline)) void th__ts_ns(struct timespec *ts, int64_t n)
+{
+	ts->tv_nsec = (long)n;
+}
+static inline __attribute__((always_inline)) void th__tv_ns(struct timeval *tv, int64_t n)
+{
+	tv->tv_usec = (suseconds_t)th_abi_usec(n);
+}
+_Static_assert(sizeof(time_t) == sizeof(int64_t), "the readers store a reading's seconds as int64_t");
+#define th__store_ns(out, n) _Generic((out), struct timespec * : th__ts_ns, struct timeval * : th__tv_ns)((out), (n))
 
 /* th_proc.ctr_early */
 #define TH_CTR_LATE 0u
@@ -527,21 +550,27 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 #define TH__FINE_TAILS(name, sfx, ck, ordered, type, store, early)                                             \
 	static __attribute__((noinline)) int name##_page##sfx(type *out, uint64_t lc, uint64_t c)              \
 	{                                                                                                      \
-		struct th_tv v;                                                                                \
+		int64_t n;                                                                                     \
 		uint16_t ep;                                                                                   \
-		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))                       \
+		struct th_timeline *tl = th__page_tl();                                                        \
+		TH_STEP("page_cur");                                                                           \
+		/* Acquire: pairs with the daemon's release commit. */                                        \
+		if (TH_UNLIKELY(!th__read_tl_to(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck,  \
+						ordered, 1, lc, c, early, (int64_t *)(void *)&out->tv_sec, &n, \
+						&ep)))                                                         \
 			return name##_refused(out, lc, c, early);                                              \
-		store(v, out);                                                                                 \
-		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+		th__store_ns(out, n);                                                                          \
+		return ck == TH_CK_REAL ? th__g3_raise0(out->tv_sec, ep) : 0;                                  \
 	}                                                                                                      \
 	static __attribute__((noinline)) int name##_own##sfx(type *out, uint64_t cur, uint64_t c)              \
 	{                                                                                                      \
-		struct th_tv v;                                                                                \
+		int64_t n;                                                                                     \
 		uint16_t ep;                                                                                   \
-		if (TH_UNLIKELY(!th__read_tl_try(&th__P.tl, cur, ck, ordered, 0, 0, c, early, &v, &ep)))       \
+		if (TH_UNLIKELY(!th__read_tl_to(&th__P.tl, cur, ck, ordered, 0, 0, c, early,                   \
+						(int64_t *)(void *)&out->tv_sec, &n, &ep)))                    \
 			return name##_slow(out);                                                               \
-		store(v, out);                                                                                 \
-		return ck == TH_CK_REAL ? th__g3_raise0(v.sec, ep) : 0;                                        \
+		th__store_ns(out, n);                                                                          \
+		return ck == TH_CK_REAL ? th__g3_raise0(out->tv_sec, ep) : 0;                                  \
 	}
 
 /*

@@ -852,7 +852,7 @@ static int page_tied_try(int ck, int ordered, uint64_t lc, uint64_t c0, int earl
 	const uint32_t tie = (uint32_t)ks, *tiep = &tie;
 	int64_t sec, n;
 	uint64_t ep;
-	if (!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, pcur), pcur, ck, 1, c,
+	if (!th_abi_eval(th_abi_rec_of((const struct th_abi_timeline *)(const void *)tl, pcur), pcur, NULL, ck, 1, c,
 			 th__late_ctr, &tiep, TH__EVAL_STEP, 1, (const uint64_t *)(const void *)&th__P.tl.cur, lc,
 			 TH__SH_CTR, TH__SH_DELTA, &sec, &n, &ep))
 		return 0;

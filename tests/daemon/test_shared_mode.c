@@ -464,7 +464,7 @@ int main(int argc, char **argv)
 				const uint32_t *kc = f->kseq ? f->kseq : &th__kcount_none;
 				int64_t sec, ns;
 				uint64_t ep;
-				if (!th_abi_eval(th_abi_rec_of(pt, cur), cur, ck, 1, c, th__ctr_late, &kc, 0, 1, &own->cur, lc,
+				if (!th_abi_eval(th_abi_rec_of(pt, cur), cur, NULL, ck, 1, c, th__ctr_late, &kc, 0, 1, &own->cur, lc,
 						 f->sh_ctr, f->sh_delta, &sec, &ns, &ep))
 					continue;
 				int64_t b = kns(kid[ck]), v = sec * 1000000000LL + ns;

@@ -148,20 +148,24 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 			return read_monotonic_in(ts);
 		if (id == CLOCK_REALTIME)
 			return read_realtime_in(ts);
-		/* The chain in this order: the compiler would turn the tests
-		 * into one tree of compares, REALTIME's five deep. */
+		/* The chain in this order, as th_clock_gettime's: the
+		 * other full-guarantee ids first, then the coarse ones, then
+		 * the extension ids a program may pass through libc. The
+		 * empty asm statements keep the compiler from turning the
+		 * tests into a tree of its own (REALTIME's five deep, TAI's
+		 * and MONOTONIC_RAW's four). */
 		__asm__("" : "+r"(id));
-		if (id == CLOCK_MONOTONIC_COARSE)
-			return read_monotonic_coarse(ts);
-		if (id == CLOCK_REALTIME_COARSE)
-			return read_realtime_coarse(ts);
 		if (id == CLOCK_BOOTTIME)
 			return read_boottime_in(ts);
 		if (id == CLOCK_TAI)
 			return read_tai_in(ts);
+		__asm__("" : "+r"(id));
 		if (id == CLOCK_MONOTONIC_RAW)
 			return read_raw_in(ts);
-		/* the extension ids a program may pass through libc */
+		if (id == CLOCK_MONOTONIC_COARSE)
+			return read_monotonic_coarse(ts);
+		if (id == CLOCK_REALTIME_COARSE)
+			return read_realtime_coarse(ts);
 		if (id == TH_CLOCK_MONOTONIC_RELAXED)
 			return read_monotonic_relaxed(ts);
 		if (id == TH_CLOCK_REALTIME_RELAXED)

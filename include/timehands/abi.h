@@ -228,10 +228,11 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * served (an earlier one could lie where the page's line is below that).
  * A page numbers its REALTIME epochs itself: the process's is the page's
  * plus *sh_delta (both words at fixed addresses: one load each).
- * again: the timeline r lies in, where that is at a fixed address (the
- * process's own), or NULL. With it the part below the anchor finds r again
- * from `cur`, so that neither r nor its generation stays in a register
- * across the counter read. 1 with (*osec, *onsec in [0, 1e9)) and the
+ * again: the timeline r lies in, or NULL. With it the part below the
+ * anchor finds r again from `cur` (the same record, and the generation
+ * checked at the start), so that neither r nor its generation need stay in
+ * a register across the counter read where the timeline's address is a
+ * constant (the process's own; the page's area). 1 with (*osec, *onsec in [0, 1e9)) and the
  * REALTIME epoch *oep (16 bits, held in 64); 0 where the caller's slow path
  * must read, with *osec written all the same (the seconds are stored as
  * soon as they are copied: a caller may pass its caller's timespec, whose

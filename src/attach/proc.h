@@ -312,7 +312,7 @@ static inline __attribute__((always_inline)) int th__read_tl_to(struct th_timeli
 	(void)ordered;
 	uint64_t ep;
 	const struct th_abi_timeline *at = (const struct th_abi_timeline *)(const void *)tl;
-	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of(at, cur), cur, shared ? NULL : at, ck, early, c, th__late_ctr,
+	if (TH_UNLIKELY(!th_abi_eval(th_abi_rec_of(at, cur), cur, at, ck, early, c, th__late_ctr,
 				     th_hw_kcount_ref(), TH__EVAL_STEP, shared,
 				     (const uint64_t *)(const void *)&th__P.tl.cur, lc, TH__SH_CTR, TH__SH_DELTA, osec,
 				     onsec, &ep)))

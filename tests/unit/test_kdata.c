@@ -691,9 +691,25 @@ static void coarse_fallback(void)
 
 /* A consistent copy of the kernel's data page that holds the count (the
  * count even and unchanged around it): 1, else 0. */
+/* A round skipped because the kernel was updating: a moment before the
+ * next, so that the rounds of a test span the kernel's ticks rather than a
+ * few microseconds of a busy one. */
+static void skip_pause(void)
+{
+	struct timespec pause = {0, 200000};
+	nanosleep(&pause, NULL);
+}
+
 static int copy_kpage(unsigned char *dst, const unsigned char *page, const uint32_t *sq)
 {
-	for (int t = 0; t < 100; t++) {
+	for (int t = 0; t < 10000; t++) {
+		/* A kernel whose vCPU the host stopped mid-update keeps its
+		 * count odd for as long: every 100 tries, a millisecond's
+		 * pause, so that a loaded machine does not fail the copy. */
+		if (t > 0 && t % 100 == 0) {
+			struct timespec pause = {0, 1000000};
+			nanosleep(&pause, NULL);
+		}
 		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
 		for (size_t k = 0; k < 4096; k += 8) {
 			uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(page + k), __ATOMIC_RELAXED);
@@ -835,6 +851,7 @@ static void coarse_rejoin(void)
 		if (!th__windup_try() || atomic_load_explicit(&th__P.kv_on, memory_order_relaxed)) {
 			th_kdata_conv_test_page(NULL);
 			th__windup_try();
+			skip_pause();
 			continue; /* another thread's windup, or not left: again */
 		}
 		left++;
@@ -844,8 +861,10 @@ static void coarse_rejoin(void)
 		int back = atomic_load_explicit(&th__P.kv_on, memory_order_relaxed);
 		int64_t m2 = coarse_ns(CLOCK_MONOTONIC_COARSE), r2 = coarse_ns(CLOCK_REALTIME_COARSE);
 		int64_t fm = coarse_ns(CLOCK_MONOTONIC), fr = coarse_ns(CLOCK_REALTIME);
-		if (!back)
+		if (!back) {
+			skip_pause();
 			continue;
+		}
 		n++;
 		CHECK(m2 >= m1 && r2 >= r1, "coarse back on the kernel's line below the kernel-mode ones: MONOTONIC %lld ns, REALTIME %lld ns",
 		      (long long)(m1 - m2), (long long)(r1 - r2));
@@ -923,8 +942,10 @@ static int coarse_step_child(void)
 		int64_t k0;
 		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0 ||
 		    fb[1] < (uint64_t)D || fb[-1] < (uint64_t)D) {
+			/* the kernel updated between the copies; no ns to borrow */
 			skip_copy++;
-			continue; /* the kernel updated between the copies; no ns to borrow */
+			skip_pause();
+			continue;
 		}
 		/* each kind in turn, among those still short */
 		int kind = round % 3;
@@ -1121,8 +1142,10 @@ static int tied_step_child(void)
 	long steps = 0, ticks = 0, held = 0, mono_quiet = 0, mono_rounds = 0;
 	for (int round = 0; round < 300 && !check_failures && (steps < 10 || ticks < 10 || held < 10); round++) {
 		int64_t k0;
-		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0)
-			continue; /* the kernel updated between the copies */
+		if (!copy_kpage(fake, page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(fb) != k0) {
+			skip_pause(); /* the kernel updated between the copies */
+			continue;
+		}
 		if (round % 3 == 2) {
 			if (held_step(fb, fs))
 				held++;
@@ -1294,8 +1317,10 @@ static int shared_tied_child(void)
 	long steps = 0, ticks = 0, left = 0;
 	for (int round = 0; round < 300 && !check_failures && (steps < 10 || ticks < 10); round++) {
 		int64_t k0;
-		if (!copy_kpage(f.fake, f.page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(f.fb) != k0)
-			continue; /* the kernel updated between the copies */
+		if (!copy_kpage(f.fake, f.page, cb_seq) || !th_kdata_real_offset(&k0) || koff_of(f.fb) != k0) {
+			skip_pause(); /* the kernel updated between the copies */
+			continue;
+		}
 		int step = round % 2;
 		if (step)
 			f.fb[-2] -= 1; /* REALTIME_COARSE seconds: the offset a second back */

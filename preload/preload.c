@@ -152,37 +152,39 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 			return read_monotonic_in(ts);
 		if (id == CLOCK_REALTIME)
 			return read_realtime_in(ts);
-		/* The chain in this order, as th_clock_gettime's: the
-		 * other full-guarantee ids first, then the coarse ones, then
-		 * the extension ids a program may pass through libc. The
-		 * empty asm statements keep the compiler from turning the
-		 * tests into a tree of its own (REALTIME's five deep, TAI's
-		 * and MONOTONIC_RAW's four). */
-		__asm__("" : "+r"(id));
-		if (id == CLOCK_BOOTTIME)
-			return read_boottime_in(ts);
-		if (id == CLOCK_TAI)
-			return read_tai_in(ts);
-		__asm__("" : "+r"(id));
-		if (id == CLOCK_MONOTONIC_RAW)
-			return read_raw_in(ts);
-		if (id == CLOCK_MONOTONIC_COARSE)
-			return read_monotonic_coarse(ts);
-		if (id == CLOCK_REALTIME_COARSE)
-			return read_realtime_coarse(ts);
-		if (id == TH_CLOCK_MONOTONIC_RELAXED)
-			return read_monotonic_relaxed(ts);
-		if (id == TH_CLOCK_REALTIME_RELAXED)
-			return read_realtime_relaxed(ts);
-		return th_clock_gettime(id, ts);
-	}
-	if (mode == PRELOAD_RELAXED) {
+	} else if (mode == PRELOAD_RELAXED) {
+		/* TIMEHANDS_RELAXED=1: these two relaxed, the counter here
+		 * and one jump, as for the full reads; every other id as in
+		 * full mode */
 		if (id == CLOCK_MONOTONIC)
-			return read_monotonic_relaxed(ts);
+			return read_monotonic_relaxed_in(ts);
 		if (id == CLOCK_REALTIME)
-			return read_realtime_relaxed(ts);
+			return read_realtime_relaxed_in(ts);
+	} else {
+		return gettime_mode(id, ts);
 	}
-	return gettime_mode(id, ts);
+	/* The chain in this order, as th_clock_gettime's: the other
+	 * full-guarantee ids first, then the coarse ones, then the extension
+	 * ids a program may pass through libc. The empty asm statements keep
+	 * the compiler from turning the tests into a tree of its own
+	 * (REALTIME's five deep, TAI's and MONOTONIC_RAW's four). */
+	__asm__("" : "+r"(id));
+	if (id == CLOCK_BOOTTIME)
+		return read_boottime_in(ts);
+	if (id == CLOCK_TAI)
+		return read_tai_in(ts);
+	__asm__("" : "+r"(id));
+	if (id == CLOCK_MONOTONIC_RAW)
+		return read_raw_in(ts);
+	if (id == CLOCK_MONOTONIC_COARSE)
+		return read_monotonic_coarse(ts);
+	if (id == CLOCK_REALTIME_COARSE)
+		return read_realtime_coarse(ts);
+	if (id == TH_CLOCK_MONOTONIC_RELAXED)
+		return read_monotonic_relaxed(ts);
+	if (id == TH_CLOCK_REALTIME_RELAXED)
+		return read_realtime_relaxed(ts);
+	return th_clock_gettime(id, ts);
 }
 
 TH_EXPORT TH_ENTRY_LAYOUT int clock_gettime(clockid_t id, struct timespec *ts)
@@ -236,8 +238,8 @@ TH_EXPORT int clock_getres(clockid_t id, struct timespec *res)
 TH_FINE_FUNCS_TO(read_tod, TH_CK_REAL, 1, struct timeval, th__tv_tv)
 TH_FINE_FUNCS_TO(read_tod_relaxed, TH_CK_REAL, 0, struct timeval, th__tv_tv)
 
-/* Not the common case: TIMEHANDS_RELAXED=1 (a jump to its reader), a
- * timezone or no timeval asked for, or TIMEHANDS_DISABLE=1. */
+/* Not the common case: a timezone or no timeval asked for, or
+ * TIMEHANDS_DISABLE=1. */
 static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void *tz)
 {
 	int mode = mode_now();
@@ -250,9 +252,15 @@ static __attribute__((noinline)) int gettimeofday_mode(struct timeval *tv, void 
 
 static inline __attribute__((always_inline)) int serve_gettimeofday(struct timeval *tv, void *tz)
 {
-	if (TH_UNLIKELY(mode_now() != PRELOAD_FULL || tz || !tv))
+	if (TH_UNLIKELY(tz || !tv))
 		return gettimeofday_mode(tv, tz);
-	return read_tod_in(tv);
+	int mode = mode_now();
+	if (TH_LIKELY(mode == PRELOAD_FULL))
+		return read_tod_in(tv);
+	/* the counter here and one jump, as for the full read */
+	if (mode == PRELOAD_RELAXED)
+		return read_tod_relaxed_in(tv);
+	return gettimeofday_mode(tv, tz);
 }
 
 TH_EXPORT TH_ENTRY_LAYOUT int gettimeofday(struct timeval *restrict tv, void *restrict tz)

@@ -373,8 +373,8 @@ static inline __attribute__((always_inline)) int th__fine_rec_at(const struct th
 	__asm__ volatile("" ::: "memory");
 	int64_t sec, n;
 	uint64_t ep;
-	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, NULL, ck, early, c, th__ctr_late, &x->kcount, 0, 0, 0, 0,
-					  0, 0, &sec, &n, &ep),
+	if (__builtin_expect(!th_abi_eval(th_abi_rec_of(tl, cur), cur, NULL, ck, early, c, th__ctr_late, &x->kcount, 0,
+					  0, 0, 0, 0, 0, &sec, &n, &ep),
 			     0))
 		return 0;
 	if (ck == TH_ABI_CK_REAL) {

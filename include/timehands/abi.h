@@ -232,11 +232,12 @@ static inline __attribute__((always_inline)) uint32_t th_abi_kseq_moved(uint64_t
  * anchor finds r again from `cur` (the same record, and the generation
  * checked at the start), so that neither r nor its generation need stay in
  * a register across the counter read where the timeline's address is a
- * constant (the process's own; the page's area). 1 with (*osec, *onsec in [0, 1e9)) and the
- * REALTIME epoch *oep (16 bits, held in 64); 0 where the caller's slow path
- * must read, with *osec written all the same (the seconds are stored as
- * soon as they are copied: a caller may pass its caller's timespec, whose
- * slow path then overwrites them). The G3 floor is the caller's.
+ * constant (the process's own; the page's area).
+ * 1 with (*osec, *onsec in [0, 1e9)) and the REALTIME epoch *oep (16 bits,
+ * held in 64); 0 where the caller's slow path must read, with *osec
+ * written all the same (the seconds are stored as soon as they are copied:
+ * a caller may pass its caller's timespec, whose slow path then overwrites
+ * them). The G3 floor is the caller's.
  */
 static inline __attribute__((always_inline)) int th_abi_eval(const struct th_abi_rec *r, uint64_t cur,
 							   const struct th_abi_timeline *again, int ck,

@@ -500,13 +500,14 @@ static inline __attribute__((always_inline)) int th__read_ctr(int ordered, uint6
  * shared slot; (c, early): th__read_ctr's. 1 with *v and its REALTIME epoch
  * *ep, 0 where th__page_refused_v must read. */
 static inline __attribute__((always_inline)) int th__read_page_try(int ck, int ordered, uint64_t lc, uint64_t c,
-								    int early, struct th_tv *v, uint16_t *ep)
+								    int early, int64_t *osec, int64_t *onsec,
+								    uint16_t *ep)
 {
 	struct th_timeline *tl = th__page_tl();
 	TH_STEP("page_cur");
 	/* Acquire: pairs with the daemon's release commit. */
-	return th__read_tl_try(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early,
-			       v, ep);
+	return th__read_tl_to(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck, ordered, 1, lc, c, early,
+			      osec, onsec, ep);
 }
 
 /* A read of the daemon's page that th__read_page_try refused: REALTIME and
@@ -525,7 +526,7 @@ static inline __attribute__((always_inline)) struct th_tv th__read_page_v(int ck
 {
 	struct th_tv v;
 	uint16_t ep;
-	if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v, &ep)))
+	if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, &v.sec, &v.nsec, &ep)))
 		return th__page_refused_v(ck, ordered, lc, c, early);
 	if (ck == TH_CK_REAL)
 		th__g3_raise(v.sec, ep);
@@ -552,12 +553,8 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	{                                                                                                      \
 		int64_t n;                                                                                     \
 		uint16_t ep;                                                                                   \
-		struct th_timeline *tl = th__page_tl();                                                        \
-		TH_STEP("page_cur");                                                                           \
-		/* Acquire: pairs with the daemon's release commit. */                                        \
-		if (TH_UNLIKELY(!th__read_tl_to(tl, atomic_load_explicit(&tl->cur, memory_order_acquire), ck,  \
-						ordered, 1, lc, c, early, (int64_t *)(void *)&out->tv_sec, &n, \
-						&ep)))                                                         \
+		if (TH_UNLIKELY(!th__read_page_try(ck, ordered, lc, c, early, (int64_t *)(void *)&out->tv_sec, \
+						   &n, &ep)))                                                  \
 			return name##_refused(out, lc, c, early);                                              \
 		th__store_ns(out, n);                                                                          \
 		return ck == TH_CK_REAL ? th__g3_raise0(out->tv_sec, ep) : 0;                                  \

@@ -694,10 +694,14 @@ static void coarse_fallback(void)
 /* A round skipped because the kernel was updating: a moment before the
  * next, so that the rounds of a test span the kernel's ticks rather than a
  * few microseconds of a busy one. */
+static void pause_us(long us)
+{
+	struct timespec pause = {0, us * 1000};
+	nanosleep(&pause, NULL);
+}
 static void skip_pause(void)
 {
-	struct timespec pause = {0, 200000};
-	nanosleep(&pause, NULL);
+	pause_us(200);
 }
 
 static int copy_kpage(unsigned char *dst, const unsigned char *page, const uint32_t *sq)
@@ -706,10 +710,8 @@ static int copy_kpage(unsigned char *dst, const unsigned char *page, const uint3
 		/* A kernel whose vCPU the host stopped mid-update keeps its
 		 * count odd for as long: every 100 tries, a millisecond's
 		 * pause, so that a loaded machine does not fail the copy. */
-		if (t > 0 && t % 100 == 0) {
-			struct timespec pause = {0, 1000000};
-			nanosleep(&pause, NULL);
-		}
+		if (t > 0 && t % 100 == 0)
+			pause_us(1000);
 		uint32_t s = __atomic_load_n(sq, __ATOMIC_ACQUIRE);
 		for (size_t k = 0; k < 4096; k += 8) {
 			uint64_t w = __atomic_load_n((const uint64_t *)(const void *)(page + k), __ATOMIC_RELAXED);

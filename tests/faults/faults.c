@@ -17,7 +17,10 @@
  * Checked for every reading, as the guarantees G1-G5 state them:
  *   G1 a fine reading lies within 1 us of [min(k1,k2), max(k1,k2)], k1 and k2
  *      the kernel's readings just before and after it (each by system call
- *      and through the vDSO: the envelope of the four);
+ *      and through the vDSO: the envelope of the four), widened by the
+ *      time the sandwich took where the kernel stepped back inside it (a
+ *      reading made before the step may be later than k1, one made after
+ *      it earlier than k2);
  *   G2 MONOTONIC, RAW, BOOTTIME (fine and coarse) never go back; REALTIME
  *      and TAI only where the kernel's went back in between;
  *   G3 time() is never below the second of an earlier REALTIME reading unless
@@ -271,6 +274,20 @@ static void note_first(const char *what, int64_t a, int64_t b, int64_t c)
 			 (long long)a, (long long)c);
 }
 
+/* The kernel stepped the clock back between the readings before a reading
+ * and those after it. The lowest of them was taken after the step, at a
+ * value the clock reached only later than a reading made after the step
+ * could have been; the highest was taken before the step, and a reading
+ * made before it may be later than that. Either bound is then off by at
+ * most the time the whole sandwich took, from m1 (MONOTONIC, taken before
+ * it) to now. */
+static void widen_for_step_back(int64_t *lo, int64_t *hi, int64_t m1)
+{
+	int64_t span = vread(CLOCK_MONOTONIC) - m1;
+	*lo -= span;
+	*hi += span;
+}
+
 /* One round: every fine clock, gettimeofday, the coarse clocks, time(). */
 static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, int64_t *prev_kcoarse)
 {
@@ -282,14 +299,8 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 		tread(fine_ids[i], &t);
 		int64_t v2 = vread(fine_ids[i]), k2 = kread(fine_ids[i]);
 		int64_t v = ts_ns(&t), lo = min4(k1, k2, v1, v2), hi = max4(k1, k2, v1, v2);
-		/* The kernel stepped the clock back between the readings before
-		 * and those after: the lowest of them is one taken after this
-		 * reading, which the clock reached only later. The bound below
-		 * is then that reading less the time the whole sandwich took. */
-		if (steppable && (k2 < k1 || v2 < v1)) {
-			int64_t m2 = vread(CLOCK_MONOTONIC);
-			lo -= m2 - m1;
-		}
+		if (steppable && (k2 < k1 || v2 < v1))
+			widen_for_step_back(&lo, &hi, m1);
 		/* the kernel's readings before and after, by either path */
 		k1 = k1 < v1 ? k1 : v1;
 		k2 = k2 > v2 ? k2 : v2;
@@ -325,11 +336,15 @@ static void reader_round(int64_t *prev, int64_t *prev_k, int64_t *prev_coarse, i
 			}
 			/* gettimeofday: G1 at microsecond resolution */
 			struct timeval tv;
+			int64_t gm = vread(CLOCK_MONOTONIC);
 			int64_t g1 = kread(CLOCK_REALTIME), w1 = vread(CLOCK_REALTIME);
 			tgettimeofday(&tv);
 			int64_t w2 = vread(CLOCK_REALTIME), g2 = kread(CLOCK_REALTIME);
 			int64_t gv = (int64_t)tv.tv_sec * NS + tv.tv_usec * US;
-			int64_t glo = min4(g1, g2, w1, w2) / US * US, ghi = max4(g1, g2, w1, w2);
+			int64_t glo = min4(g1, g2, w1, w2), ghi = max4(g1, g2, w1, w2);
+			if (g2 < g1 || w2 < w1)
+				widen_for_step_back(&glo, &ghi, gm);
+			glo = glo / US * US;
 			SS->reads++;
 			if (gv < glo - G1_SLACK_NS || gv > ghi + G1_SLACK_NS) {
 				SS->g1_bad++;

@@ -171,6 +171,27 @@ static double at(double *v, int n, double q)
 	return v[(int)(q * (n - 1) + 0.5)];
 }
 
+/* The mode each side's library ended in (local, shared, kernel), so that a
+ * run meant to read timehandsd's page shows that it did. */
+static void print_modes(char **argv)
+{
+	static const char *const names_m[] = {"kernel", "local", "shared"};
+	for (int s = 0; s < 2; s++) {
+		int (*st_fn)(struct th_status *, size_t) = th_status;
+#ifndef AB_INLINE
+		void *h = dlopen(argv[2 + s], RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+		st_fn = h ? (int (*)(struct th_status *, size_t))dlsym(h, "th_status") : NULL;
+#else
+		(void)argv;
+		if (s == 1)
+			break; /* one library behind both sides */
+#endif
+		struct th_status st;
+		if (st_fn && st_fn(&st, sizeof st) == 0)
+			printf("mode %s: %s\n", s ? "B" : "A", st.mode < 3 ? names_m[st.mode] : "?");
+	}
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -239,6 +260,7 @@ int main(int argc, char **argv)
 			dd[r * rounds + k] = v[1] - v[0];
 		}
 	}
+	print_modes(argv);
 	printf("%-18s %8s %8s %8s  %s\n", "read", "A", "B", "B-A", "B-A quartiles (ns over the floor, medians of rounds)");
 	for (int r = 0; r < NREAD; r++) {
 		double *a = da + r * rounds, *b = db + r * rounds, *d = dd + r * rounds;

@@ -18,6 +18,7 @@
  * scheduled at all (a tick is followed within a tick) are retried, and
  * every loop is bounded.
  */
+#include "reap.h"
 #include "tcommon.h"
 #include "kclock.h"
 #include "kdata.h"
@@ -1053,6 +1054,7 @@ int main(int argc, char **argv)
 	}
 	daemon_bin = argv[1];
 	const char *mode = argv[2];
+	reap_children_at_exit();
 	signal(SIGPIPE, SIG_IGN);
 	make_tmp();
 	if (!strcmp(mode, "publish"))

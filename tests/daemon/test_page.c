@@ -4,6 +4,7 @@
  * servers (this test) serving hostile pages: each must be refused with its
  * reason, quickly, leaking no descriptor.
  */
+#include "reap.h"
 #include "tcommon.h"
 
 #include <dirent.h>
@@ -722,6 +723,7 @@ static void test_transport(void)
 
 int main(void)
 {
+	reap_children_at_exit();
 	signal(SIGPIPE, SIG_IGN);
 	test_validator();
 	test_policy();

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reap.h"
 #include "timehands.h"
 
 #define MS 1000000LL
@@ -315,6 +316,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	daemon_bin = argv[1];
+	reap_children_at_exit();
 	/* "noreconnect": the default, a running program does not look for a
 	 * restarted daemon; otherwise TIMEHANDS_PAGE_RECONNECT=1 and it does.
 	 * "fdstore": the default, and the restarted daemon continues the page. */

@@ -50,7 +50,18 @@ static inline void reap_children_at_exit(void)
 		return;
 	reap_own_group = 1;
 	atexit(reap_group);
+	/* A sanitizer's build keeps its own handlers of the faults, which
+	 * report them. */
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define REAP_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(REAP_SANITIZED)
+	static const int sigs[] = {SIGABRT, SIGINT, SIGTERM, SIGALRM, SIGHUP};
+#else
 	static const int sigs[] = {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGINT, SIGTERM, SIGALRM, SIGHUP};
+#endif
 	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);

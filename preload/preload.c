@@ -163,28 +163,8 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 	} else {
 		return gettime_mode(id, ts);
 	}
-	/* The chain in this order, as th_clock_gettime's: the other
-	 * full-guarantee ids first, then the coarse ones, then the extension
-	 * ids a program may pass through libc. The empty asm statements keep
-	 * the compiler from turning the tests into a tree of its own
-	 * (REALTIME's five deep, TAI's and MONOTONIC_RAW's four). */
-	__asm__("" : "+r"(id));
-	if (id == CLOCK_BOOTTIME)
-		return read_boottime_in(ts);
-	if (id == CLOCK_TAI)
-		return read_tai_in(ts);
-	__asm__("" : "+r"(id));
-	if (id == CLOCK_MONOTONIC_RAW)
-		return read_raw_in(ts);
-	if (id == CLOCK_MONOTONIC_COARSE)
-		return read_monotonic_coarse(ts);
-	if (id == CLOCK_REALTIME_COARSE)
-		return read_realtime_coarse(ts);
-	if (id == TH_CLOCK_MONOTONIC_RELAXED)
-		return read_monotonic_relaxed(ts);
-	if (id == TH_CLOCK_REALTIME_RELAXED)
-		return read_realtime_relaxed(ts);
-	return th_clock_gettime(id, ts);
+	/* the relaxed extension ids through the library's reads of them */
+	TH_GETTIME_CHAIN(id, ts, read_, , th_clock_gettime, 1);
 }
 
 TH_EXPORT TH_ENTRY_LAYOUT int clock_gettime(clockid_t id, struct timespec *ts)

@@ -82,25 +82,7 @@ TH_API TH_ENTRY_LAYOUT int th_clock_gettime(clockid_t id, struct timespec *ts)
 		return get_monotonic_in(ts);
 	if (id == CLOCK_REALTIME)
 		return get_realtime_in(ts);
-	/* The chain in this order: the other full-guarantee ids first
-	 * (their targets are the tightest), then the coarse ones, then the
-	 * relaxed extension ids, which a program reads inline where it can. */
-	__asm__("" : "+r"(id));
-	if (id == CLOCK_BOOTTIME)
-		return get_boottime_in(ts);
-	if (id == CLOCK_TAI)
-		return get_tai_in(ts);
-	if (id == CLOCK_MONOTONIC_RAW)
-		return get_raw_in(ts);
-	if (id == CLOCK_MONOTONIC_COARSE)
-		return get_monotonic_coarse(ts);
-	if (id == CLOCK_REALTIME_COARSE)
-		return get_realtime_coarse(ts);
-	if (id == TH_CLOCK_MONOTONIC_RELAXED)
-		return get_monotonic_relaxed_in(ts);
-	if (id == TH_CLOCK_REALTIME_RELAXED)
-		return get_realtime_relaxed_in(ts);
-	return gettime_other(id, ts);
+	TH_GETTIME_CHAIN(id, ts, get_, _in, gettime_other, 0);
 }
 
 TH_API int th_clock_getres(clockid_t id, struct timespec *res)

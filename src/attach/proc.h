@@ -627,6 +627,41 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
 	}
 
 /*
+ * The clock ids after MONOTONIC and REALTIME in an entry point's chain of
+ * compares (th_clock_gettime, the preload's clock_gettime), in one order for
+ * both: the other full-guarantee ids first (their targets are the
+ * tightest), then the coarse ones, then the relaxed extension ids, then
+ * `other`. pfx##boottime_in ... pfx##realtime_coarse are the entry's reads
+ * of each clock (TH_FINE_FUNCS and its coarse functions); `rsfx` ends the
+ * names of its relaxed reads (_in where it reads the counter itself). The
+ * empty asm statements keep the compiler from turning the tests into a tree
+ * of its own (REALTIME's five deep, TAI's and MONOTONIC_RAW's four); the
+ * second one where `again` is 1 (the preload's entry needs it, the
+ * library's is one register move longer with it).
+ */
+#define TH_GETTIME_CHAIN(id, ts, pfx, rsfx, other, again)                                                      \
+	do {                                                                                                   \
+		__asm__("" : "+r"(id));                                                                        \
+		if ((id) == CLOCK_BOOTTIME)                                                                    \
+			return pfx##boottime_in(ts);                                                           \
+		if ((id) == CLOCK_TAI)                                                                         \
+			return pfx##tai_in(ts);                                                                \
+		if (again)                                                                                     \
+			__asm__("" : "+r"(id));                                                                \
+		if ((id) == CLOCK_MONOTONIC_RAW)                                                               \
+			return pfx##raw_in(ts);                                                                \
+		if ((id) == CLOCK_MONOTONIC_COARSE)                                                            \
+			return pfx##monotonic_coarse(ts);                                                      \
+		if ((id) == CLOCK_REALTIME_COARSE)                                                             \
+			return pfx##realtime_coarse(ts);                                                       \
+		if ((id) == TH_CLOCK_MONOTONIC_RELAXED)                                                        \
+			return pfx##monotonic_relaxed##rsfx(ts);                                               \
+		if ((id) == TH_CLOCK_REALTIME_RELAXED)                                                         \
+			return pfx##realtime_relaxed##rsfx(ts);                                                \
+		return other(id, ts);                                                                          \
+	} while (0)
+
+/*
  * Fine read of clock `ck`: the one reader behind every fine clock. No attach
  * or fork check here: before the first attach the timeline is empty (gen 0,
  * slow path), and a fork child's inherited records stay exact; the slow path

@@ -163,7 +163,8 @@ static inline __attribute__((always_inline)) int serve_gettime(clockid_t id, str
 	} else {
 		return gettime_mode(id, ts);
 	}
-	/* the relaxed extension ids through the library's reads of them */
+	/* the relaxed extension ids, rare through libc, by their own entries
+	 * (which read the word and the counter themselves) */
 	TH_GETTIME_CHAIN(id, ts, read_, , th_clock_gettime, 1);
 }
 

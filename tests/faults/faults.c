@@ -275,12 +275,12 @@ static void note_first(const char *what, int64_t a, int64_t b, int64_t c)
 }
 
 /* The kernel stepped the clock back between the readings before a reading
- * and those after it. The lowest of them was taken after the step, at a
- * value the clock reached only later than a reading made after the step
- * could have been; the highest was taken before the step, and a reading
- * made before it may be later than that. Either bound is then off by at
- * most the time the whole sandwich took, from m1 (MONOTONIC, taken before
- * it) to now. */
+ * and those after it. The lowest of them was taken after the step, but
+ * later than the reading may have been (a reading made right after the step
+ * lies below it); the highest before the step, but earlier than the reading
+ * may have been (a reading made right before the step lies above it). Each
+ * bound is then off by at most the time the whole sandwich took, from m1
+ * (MONOTONIC, taken before it) to now. */
 static void widen_for_step_back(int64_t *lo, int64_t *hi, int64_t m1)
 {
 	int64_t span = vread(CLOCK_MONOTONIC) - m1;

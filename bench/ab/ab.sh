@@ -3,15 +3,15 @@
 # interleaved rounds (abpair.c): the library call, the preload (full and
 # TIMEHANDS_RELAXED=1), the header's inline reads, and the library call and
 # the inline reads of a process reading timehandsd's page (B's daemon, for
-# this run, TIMEHANDS_LINE=own). For a change worth a
-# fraction of a nanosecond on a machine whose figures move by more than that
-# between runs. A benchmark, not a test.
+# this run, TIMEHANDS_LINE=own). For a change worth a fraction of a
+# nanosecond on a machine whose figures move by more than that between runs.
+# A benchmark, not a test.
 #
 #   bench/ab/ab.sh REV_A [REV_B]     REV_B: the working tree when left out
 #   ROUNDS=N (default 1001), CC=... (default cc),
 #   MODES="lib preload relaxed inline" (the default; also: shared)
 set -eu
-[ $# -ge 1 ] || { sed -n '2,10p' "$0" >&2; exit 2; }
+[ $# -ge 1 ] || { sed -n '2,12p' "$0" >&2; exit 2; }
 top=$(git rev-parse --show-toplevel)
 here=$top/bench/ab
 ROUNDS=${ROUNDS:-1001}

@@ -636,17 +636,17 @@ static inline __attribute__((always_inline)) struct th_tv th__read_word_v(uint64
  * names of its relaxed reads (_in where it reads the counter itself). The
  * empty asm statements keep the compiler from turning the tests into a tree
  * of its own (REALTIME's five deep, TAI's and MONOTONIC_RAW's four); the
- * second one where `again` is 1 (the preload's entry needs it, the
+ * second one where `barrier2` is 1 (the preload's entry needs it, the
  * library's is one register move longer with it).
  */
-#define TH_GETTIME_CHAIN(id, ts, pfx, rsfx, other, again)                                                      \
+#define TH_GETTIME_CHAIN(id, ts, pfx, rsfx, other, barrier2)                                                   \
 	do {                                                                                                   \
 		__asm__("" : "+r"(id));                                                                        \
 		if ((id) == CLOCK_BOOTTIME)                                                                    \
 			return pfx##boottime_in(ts);                                                           \
 		if ((id) == CLOCK_TAI)                                                                         \
 			return pfx##tai_in(ts);                                                                \
-		if (again)                                                                                     \
+		if (barrier2)                                                                                  \
 			__asm__("" : "+r"(id));                                                                \
 		if ((id) == CLOCK_MONOTONIC_RAW)                                                               \
 			return pfx##raw_in(ts);                                                                \
